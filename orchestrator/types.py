@@ -1,0 +1,109 @@
+"""Domain types shared by every layer. Pure data: no I/O here.
+
+The serialised field names of `TurnRecord` are a contract read by tests and other tools.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Outcome(StrEnum):
+    """What happened on one turn: exactly one of six values."""
+
+    VALID_CALL = "valid_call"
+    HALLUCINATED_CALL = "hallucinated_call"
+    UNPARSEABLE_TEXT = "unparseable_text"
+    NO_CALL_PROSE = "no_call_prose"
+    REJECTED_REQUEST = "rejected_request"
+    NON_RESPONSE = "non_response"
+
+
+# Outcomes that say nothing about the model: kept out of the fidelity denominator.
+INELIGIBLE_OUTCOMES: frozenset[Outcome] = frozenset({Outcome.REJECTED_REQUEST, Outcome.NON_RESPONSE})
+
+
+class ToolsMode(StrEnum):
+    """How tools reach the model."""
+
+    NATIVE = "native"
+    NATIVE_HINT = "native+hint"
+    TEXT_TOOLS = "text-tools"
+    CONSTRAINED = "constrained"
+
+
+ParsePath = Literal["server", "harness"]
+
+
+class ParsedCall(BaseModel):
+    """One tool call as the active parse path understood it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    arguments: Any = Field(description="Decoded arguments (normally an object); None when absent.")
+    id: str | None = None
+
+
+class TransportError(BaseModel):
+    """A failure below HTTP: no status was received."""
+
+    kind: str = Field(description="timeout | connection | protocol | ...")
+    message: str = ""
+
+
+class ErrorInfo(BaseModel):
+    """What went wrong on a turn, kept apart from any assistant message."""
+
+    type: str = Field(description="e.g. http_400, http_500, timeout, connection, bad_body")
+    body: Any = None
+
+
+class Classification(BaseModel):
+    """The classifier's verdict for one exchange."""
+
+    outcome: Outcome
+    detail: str | None = Field(None, description="family:reason, e.g. refused:no_tool_parser")
+    parse_path: ParsePath
+    calls: list[ParsedCall] = Field(default_factory=list)
+    raw_content: str | None = None
+    raw_tool_calls: Any = None
+    text_call_recoverable: bool = False
+    error: ErrorInfo | None = None
+
+
+class TokenCounts(BaseModel):
+    prompt: int | None = None
+    completion: int | None = None
+
+
+class TurnRecord(BaseModel):
+    """One assistant response inside a seed's agent loop, recorded before it is acted on."""
+
+    run_id: str
+    cell_id: str
+    seed: str
+    turn: int
+    attempt: int = 0
+    model: str
+    stack: str
+    stack_version: str | None = None
+    tools_mode: ToolsMode
+    hint: bool
+    http_status: int | None
+    parser: str | None = Field(None, description="The stack's configured tool-call parser, if any.")
+    parse_path: ParsePath
+    outcome: Outcome
+    detail: str | None = None
+    error: ErrorInfo | None = None
+    latency_s: float | None = None
+    tokens: TokenCounts = Field(default_factory=TokenCounts)
+    raw_content: str | None = None
+    raw_tool_calls: Any = None
+    calls: list[ParsedCall] = Field(default_factory=list)
+    text_call_recoverable: bool = False
+    raw_body: Any = Field(None, description="The full reply body, kept so outcomes can be recomputed.")
+    end: str | None = Field(None, description="Why the seed ended on this turn, if it did.")
