@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -136,3 +137,127 @@ def stats_command(
             " ".join(flags),
         )
     console.print(view)
+
+
+@app.command("assets")
+def assets_command(
+    what: Annotated[list[str] | None, typer.Argument(help="all | models | llama-server | image | vllm | hf")] = None,
+    model: Annotated[list[str] | None, typer.Option(help="Model assets (default: the CPU matrix models).")] = None,
+) -> None:
+    """Provision the CPU assets (cached, keyed by version) and record their digests."""
+    from orchestrator import assets
+
+    wanted = set(what or ["all"])
+    known = {"all", "models", "llama-server", "image", "vllm", "hf"}
+    if wanted - known:
+        fail(f"unknown asset kind(s) {sorted(wanted - known)}; known: {sorted(known)}")
+    models = model or list(assets.CPU_MODELS)
+    everything = "all" in wanted
+
+    def progress(message: str) -> None:
+        err_console.print(f"[cyan]•[/] {message}", highlight=False)
+
+    records = []
+    try:
+        if everything or "models" in wanted:
+            records += [assets.ensure_model(name, progress) for name in models]
+        if everything or "llama-server" in wanted:
+            records.append(assets.ensure_llama_server(progress))
+        if everything or "image" in wanted:
+            records.append(assets.ensure_llama_image(progress))
+        if everything or "vllm" in wanted:
+            records.append(assets.ensure_vllm_venv(progress))
+        if everything or "hf" in wanted:
+            records += [assets.ensure_hf_dir(name, progress) for name in models]
+    except assets.AssetError as exc:
+        fail(str(exc))
+    path = assets.record_assets(records)
+    for record in records:
+        console.print(
+            f"{record.kind:8} {record.name:32} {record.version:18} {record.sha256 or '-'}  {record.path}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(f"recorded in {path}", highlight=False)
+
+
+@app.command("probe")
+def probe_command(
+    stack: Annotated[str, typer.Option(help="Stack definition name (stacks/*.yaml).")],
+    model: Annotated[list[str], typer.Option(help="Model name(s); a model asset or the served name.")],
+    tool_config: Annotated[str | None, typer.Option(help="Named tool configuration of the stack.")] = None,
+    launcher: Annotated[str, typer.Option(help="docker | process | attach")] = "process",
+    url: Annotated[str | None, typer.Option(help="Base URL of a running server (attach).")] = None,
+    model_path: Annotated[str | None, typer.Option(help="Explicit model file/directory.")] = None,
+    host: Annotated[str, typer.Option(help="cpu | gpu")] = "cpu",
+    network: Annotated[str, typer.Option(help="docker: published (127.0.0.1 ports) | host")] = "published",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """One single-turn tools= request per (stack config, model): status, calls, verdict."""
+    from orchestrator.build import server_config
+    from orchestrator.launchers import LaunchError, install_termination_handler, running_server
+    from orchestrator.probe import probe
+
+    install_termination_handler()
+    results = []
+    for name in model:
+        try:
+            config = server_config(
+                stack=stack,
+                tool_config=tool_config,
+                launcher=launcher,
+                model=name,  # type: ignore[arg-type]
+                model_path=model_path,
+                host=host,
+                base_url=url,
+                network=network,  # type: ignore[arg-type]
+                progress=lambda m: err_console.print(f"[cyan]•[/] {m}", highlight=False),
+            )
+            with running_server(config, run_id=f"probe-{os.getpid()}") as handle:
+                results.append(probe(handle, config))
+        except (KeyError, ValueError) as exc:
+            fail(str(exc))
+        except LaunchError as exc:
+            fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in results], indent=2) + "\n")
+        return
+    view = Table(title="probe")
+    for column in (
+        "stack",
+        "tool config",
+        "model",
+        "HTTP",
+        "native calls",
+        "text call",
+        "outcome",
+        "verdict",
+        "version",
+    ):
+        view.add_column(column)
+    for r in results:
+        view.add_row(
+            r.stack,
+            r.tool_config,
+            r.model,
+            str(r.http_status),
+            str(r.n_native_calls),
+            str(r.text_call),
+            f"{r.outcome.value} ({r.detail})",
+            r.verdict,
+            r.stack_version or "—",
+        )
+    console.print(view)
+
+
+@app.command("cleanup")
+def cleanup_command(
+    run_id: Annotated[str | None, typer.Option(help="Only what this run started.")] = None,
+) -> None:
+    """Remove containers and processes a crashed run left behind (by label / recorded PID)."""
+    from orchestrator.launchers import cleanup
+
+    removed = cleanup(run_id)
+    for line in removed:
+        console.print(f"removed {line}", highlight=False)
+    console.print(f"{len(removed)} leftover(s) removed")

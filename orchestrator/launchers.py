@@ -1,0 +1,348 @@
+"""Where a server runs: a Docker container, a local process, or an existing URL. One interface.
+
+`start_server` starts, waits for readiness and returns a handle usable as a context manager. A start
+or readiness failure (or Ctrl-C / SIGTERM during the wait) tears down before re-raising, and the error
+carries the log tail and the exact command to reproduce by hand. Everything started is labelled
+(containers) or recorded by PID (processes) so `orchestrate cleanup` can remove what a crash left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from orchestrator.assets import cache_root
+from orchestrator.readiness import ReadinessTimeout, ServerDied, wait_ready
+from orchestrator.registry import load_stack
+from orchestrator.serverconfig import ServerConfig, reproduce_command, server_argv, server_env
+from orchestrator.stackspec import StackSpec, render_args
+
+LABEL_MANAGED = "toolcall-matrix.managed"
+LABEL_RUN = "toolcall-matrix.run-id"
+LABEL_SERVER = "toolcall-matrix.server"
+
+
+class LaunchError(RuntimeError):
+    """A server failed to start or become ready; carries its log tail and the command to reproduce."""
+
+    def __init__(self, message: str, *, command: str, log_tail: str) -> None:
+        super().__init__(f"{message}\nreproduce with:\n  {command}\nlog tail:\n{log_tail}")
+        self.command = command
+        self.log_tail = log_tail
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def pid_dir() -> Path:
+    return cache_root() / "pids"
+
+
+class ServerHandle(ABC):
+    base_url: str
+    command: str = ""
+    ready_s: float | None = None
+
+    @abstractmethod
+    def alive(self) -> bool: ...
+
+    @abstractmethod
+    def logs(self, tail: int = 40) -> str: ...
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def __enter__(self) -> ServerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ProcessHandle(ServerHandle):
+    """A local server process in its own process group, logging to a file, recorded by PID."""
+
+    def __init__(self, spec: StackSpec, config: ServerConfig, run_id: str, log_dir: Path) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.argv = server_argv(spec, config, bind_host="127.0.0.1", port=self.port, in_container=False)
+        self.env = server_env(spec, config, bind_host="127.0.0.1", port=self.port)
+        self.command = reproduce_command(self.argv, self.env)
+        self.version_output = _local_version(spec, config)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"{config.server_id}-{self.port}.log"
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            self.argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **self.env},
+            start_new_session=True,  # own process group: killed as one
+        )
+        self.pid_file = pid_dir() / f"{self.process.pid}.json"
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        self.pid_file.write_text(json.dumps({"pid": self.process.pid, "argv": self.argv, "run_id": run_id}))
+        self.config = config
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def logs(self, tail: int = 40) -> str:
+        self._log.flush()
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(lines[-tail:])
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "launcher": "process",
+            "base_url": self.base_url,
+            "argv": self.argv,
+            "env": self.env,
+            "pid": self.process.pid,
+            "binary": self.config.binary,
+            "python": self.config.python,
+            "binary_version": self.version_output,
+            "log_path": str(self.log_path),
+        }
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=15)
+        self._log.close()
+        self.pid_file.unlink(missing_ok=True)
+
+
+def _local_version(spec: StackSpec, config: ServerConfig) -> str | None:
+    """The binary's own version line (llama-server --version prints to stderr)."""
+    if spec.launch is None or not spec.launch.version_command:
+        return None
+    argv = render_args(spec.launch.version_command, {"binary": config.binary or "", "python": config.python or ""})
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unavailable: {exc}"
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    return next((line for line in lines if "version" in line.lower()), lines[-1] if lines else None)
+
+
+class DockerHandle(ServerHandle):
+    """A labelled container started through the Docker SDK; the image digest is read back from the engine."""
+
+    def __init__(self, spec: StackSpec, config: ServerConfig, run_id: str) -> None:
+        import docker
+        from docker.types import DeviceRequest
+
+        if spec.launch is None:
+            raise ValueError(f"stack {spec.name} cannot be launched")
+        self.client = docker.from_env()
+        image_ref = config.image or spec.images[config.host].reference
+        image = self.client.images.get(image_ref)
+        self.image_ref = image_ref
+        self.image_id = image.id
+        self.repo_digests = list(image.attrs.get("RepoDigests") or [])
+        if config.network == "host":
+            port = free_port()
+            bind_host, ports, network_mode = "127.0.0.1", None, "host"
+        else:
+            port = spec.launch.container_port
+            host_port = free_port()
+            bind_host, ports, network_mode = "0.0.0.0", {f"{port}/tcp": ("127.0.0.1", host_port)}, None
+            self.host_port = host_port
+        self.base_url = f"http://127.0.0.1:{port if network_mode == 'host' else host_port}"
+        self.argv = server_argv(spec, config, bind_host=bind_host, port=port, in_container=True)
+        self.env = server_env(spec, config, bind_host=bind_host, port=port)
+        volumes = {}
+        if config.model.path:
+            source = Path(config.model.path)
+            volumes[str(source.parent if spec.model_source == "gguf_file" else source)] = {
+                "bind": spec.launch.container_model_dir,
+                "mode": "ro",
+            }
+        self.labels = {LABEL_MANAGED: "true", LABEL_RUN: run_id, LABEL_SERVER: config.server_id}
+        publish = f" -p 127.0.0.1:{self.base_url.rsplit(':', 1)[1]}:{port}" if ports else " --network host"
+        mounts = "".join(f" -v {src}:{dst['bind']}:ro" for src, dst in volumes.items())
+        envs = "".join(f" -e {k}={v}" for k, v in self.env.items())
+        self.command = f"docker run --rm{publish}{mounts}{envs} {image_ref} " + " ".join(self.argv)
+        self.container = self.client.containers.run(
+            image_ref,
+            command=self.argv,
+            detach=True,
+            labels=self.labels,
+            environment=self.env,
+            network_mode=network_mode,
+            ports=ports,
+            volumes=volumes,
+            shm_size=spec.launch.shm_size,
+            ipc_mode="host" if spec.launch.ipc_host and config.host == "gpu" else None,
+            device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if config.host == "gpu" else None,
+        )
+
+    def alive(self) -> bool:
+        try:
+            self.container.reload()
+        except Exception:
+            return False
+        return self.container.status in ("created", "running")
+
+    def logs(self, tail: int = 40) -> str:
+        try:
+            return self.container.logs(tail=tail).decode(errors="replace")
+        except Exception as exc:
+            return f"(logs unavailable: {exc})"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "launcher": "docker",
+            "base_url": self.base_url,
+            "argv": self.argv,
+            "env": self.env,
+            "image": self.image_ref,
+            "image_id": self.image_id,
+            "repo_digests": self.repo_digests,
+            "container_id": self.container.id,
+            "labels": self.labels,
+        }
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.container.remove(force=True)
+
+
+class AttachedHandle(ServerHandle):
+    """An already running server: nothing to start or stop."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.command = f"(attached to {self.base_url})"
+
+    def alive(self) -> bool:
+        return True
+
+    def logs(self, tail: int = 40) -> str:
+        return "(attached server: logs are not available)"
+
+    def describe(self) -> dict[str, Any]:
+        return {"launcher": "attach", "base_url": self.base_url, "argv": None}
+
+    def stop(self) -> None:
+        return None
+
+
+def auth_headers(spec: StackSpec) -> dict[str, str]:
+    if spec.api_key_env and os.environ.get(spec.api_key_env):
+        return {"Authorization": f"Bearer {os.environ[spec.api_key_env]}"}
+    return {}
+
+
+def start_server(config: ServerConfig, run_id: str, log_dir: Path | None = None) -> ServerHandle:
+    """Start (or attach), wait until ready, return the handle. Failures tear down first."""
+    spec = load_stack(config.stack)
+    if config.launcher == "attach":
+        if not config.base_url:
+            raise ValueError("the attach launcher needs a base_url")
+        handle: ServerHandle = AttachedHandle(config.base_url)
+    elif config.launcher == "process":
+        handle = ProcessHandle(spec, config, run_id, log_dir or cache_root() / "logs")
+    else:
+        handle = DockerHandle(spec, config, run_id)
+    try:
+        handle.ready_s = wait_ready(handle, spec, timeout_s=config.ready_timeout_s, headers=auth_headers(spec))
+    except (ServerDied, ReadinessTimeout) as exc:
+        tail = handle.logs(40)
+        handle.stop()
+        raise LaunchError(
+            f"{config.server_id}: {exc.args[0].splitlines()[0]}", command=handle.command, log_tail=tail
+        ) from exc
+    except BaseException:
+        handle.stop()  # Ctrl-C, SIGTERM or a bug during the wait: leave nothing running
+        raise
+    return handle
+
+
+@contextlib.contextmanager
+def running_server(config: ServerConfig, run_id: str, log_dir: Path | None = None) -> Iterator[ServerHandle]:
+    handle = start_server(config, run_id, log_dir)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def install_termination_handler() -> None:
+    """Turn SIGTERM into SystemExit so context managers tear servers down as on Ctrl-C."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def cleanup(run_id: str | None = None) -> list[str]:
+    """Remove containers and processes a crashed run left behind (by label / recorded PID)."""
+    removed: list[str] = []
+    for record_path in sorted(pid_dir().glob("*.json")) if pid_dir().is_dir() else []:
+        try:
+            record = json.loads(record_path.read_text())
+        except ValueError:
+            record_path.unlink(missing_ok=True)
+            continue
+        if run_id and record.get("run_id") != run_id:
+            continue
+        pid = int(record["pid"])
+        if _process_matches(pid, record.get("argv") or []):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            removed.append(f"process {pid}: {' '.join(record['argv'][:3])}")
+        record_path.unlink(missing_ok=True)
+    import docker  # imported here: the pure layers and `report` never need Docker
+
+    try:
+        client = docker.from_env()
+    except docker.errors.DockerException:
+        return removed  # no engine: nothing of ours can be running there
+    filters = {"label": [f"{LABEL_MANAGED}=true"] + ([f"{LABEL_RUN}={run_id}"] if run_id else [])}
+    for container in client.containers.list(all=True, filters=filters):
+        container.remove(force=True)
+        removed.append(f"container {container.short_id} ({container.labels.get(LABEL_SERVER)})")
+    return removed
+
+
+def _process_matches(pid: int, argv: list[str]) -> bool:
+    """True when `pid` is alive and still runs the recorded command (PIDs get reused)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(argv) and bool(cmdline) and cmdline[0].decode(errors="replace") == argv[0]
+
+
+def wait_gone(handle: ServerHandle, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not handle.alive():
+            return True
+        time.sleep(0.1)
+    return not handle.alive()

@@ -1,0 +1,111 @@
+"""Probe one (stack config, model) with a single-turn tools= request before any sweep.
+
+The verdict comes from the core classifier's outcome, so the probe and the sweep cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel
+
+from orchestrator.chatapi import Decoding, build_payload, post_chat
+from orchestrator.classify import classify
+from orchestrator.launchers import ServerHandle, auth_headers
+from orchestrator.readiness import server_facts
+from orchestrator.registry import load_stack
+from orchestrator.serverconfig import ServerConfig
+from orchestrator.textcalls import extract_text_calls
+from orchestrator.types import Classification, Outcome, ToolsMode
+
+Verdict = Literal["rejected", "text_only", "native_ok", "prose", "no_response"]
+
+PROBE_QUESTION = "What is the status of pod api-1?"
+PROBE_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "pod_status",
+            "description": "Get the status of a Kubernetes pod by name.",
+            "parameters": {
+                "type": "object",
+                "properties": {"name": {"type": "string", "description": "Pod name"}},
+                "required": ["name"],
+            },
+        },
+    }
+]
+# Deterministic where the stack allows; prompt cache off so llama.cpp answers reproducibly (cpu-recipes.md).
+PROBE_DECODING = Decoding(temperature=0.0, top_p=1.0, max_tokens=96, seed=0)
+
+
+class ProbeResult(BaseModel):
+    server_id: str
+    stack: str
+    tool_config: str
+    parser: str | None
+    model: str
+    http_status: int | None
+    error_body: Any = None
+    n_native_calls: int
+    text_call: bool
+    outcome: Outcome
+    detail: str | None
+    verdict: Verdict
+    latency_s: float
+    stack_version: str | None
+    capabilities: dict[str, Any]
+    server: dict[str, Any]
+    raw_content: str | None = None
+
+
+def verdict_for(result: Classification) -> Verdict:
+    if result.outcome is Outcome.REJECTED_REQUEST:
+        return "rejected"
+    if result.outcome is Outcome.NON_RESPONSE:
+        return "no_response"
+    if result.raw_tool_calls:
+        return "native_ok"
+    if result.outcome is Outcome.UNPARSEABLE_TEXT:
+        return "text_only"
+    return "prose"
+
+
+def probe(handle: ServerHandle, config: ServerConfig, decoding: Decoding = PROBE_DECODING) -> ProbeResult:
+    spec = load_stack(config.stack)
+    headers = auth_headers(spec)
+    facts = server_facts(handle.base_url, spec, config.model.name, headers)
+    decoding = decoding.model_copy(update={"extra": {**spec.deterministic_extra, **decoding.extra}})
+    payload = build_payload(
+        spec, config.model.name, [{"role": "user", "content": PROBE_QUESTION}], decoding, tools=PROBE_TOOLS
+    )
+    with httpx.Client(headers=headers) as client:
+        exchange = post_chat(client, handle.base_url + spec.chat_path, payload, timeout_s=300)
+    verdict = classify(
+        refusals=spec.refusals,
+        mode=ToolsMode.NATIVE,
+        tools=PROBE_TOOLS,
+        http_status=exchange.http_status,
+        body=exchange.body,
+        transport_error=exchange.transport_error,
+    )
+    return ProbeResult(
+        server_id=config.server_id,
+        stack=config.stack,
+        tool_config=config.tool_config,
+        parser=spec.tool_config(config.tool_config).parser,
+        model=config.model.name,
+        http_status=exchange.http_status,
+        error_body=verdict.error.body if verdict.error else None,
+        n_native_calls=len(verdict.raw_tool_calls or []) if isinstance(verdict.raw_tool_calls, list) else 0,
+        text_call=extract_text_calls(verdict.raw_content).attempted,
+        outcome=verdict.outcome,
+        detail=verdict.detail,
+        verdict=verdict_for(verdict),
+        latency_s=exchange.latency_s,
+        stack_version=facts["stack_version"],
+        capabilities=facts["capabilities"],
+        server=handle.describe(),
+        raw_content=verdict.raw_content,
+    )

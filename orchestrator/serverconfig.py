@@ -1,0 +1,102 @@
+"""A resolved server: which stack, which tool configuration, where it runs, what it serves. Pure.
+
+The full argv is computed here from the stack definition and is part of the recorded stack config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from pathlib import PurePosixPath
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.stackspec import Host, StackSpec, render_args
+
+LauncherKind = Literal["docker", "process", "attach"]
+
+
+class ModelRef(BaseModel):
+    """What the server loads: a GGUF file, an HF directory, an Ollama tag, or a hosted model id."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="Served model name (what requests ask for).")
+    path: str | None = Field(None, description="GGUF file or HF directory on the host.")
+    digest: str | None = Field(None, description="sha256 of the file / weights, when known.")
+    quantization: str | None = None
+
+
+class ServerConfig(BaseModel):
+    """Everything that decides how requests are served, before anything starts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stack: str
+    tool_config: str
+    launcher: LauncherKind
+    host: Host = "cpu"
+    model: ModelRef
+    binary: str | None = Field(None, description="Local server binary (process launcher).")
+    python: str | None = Field(None, description="Python with the stack installed (process launcher).")
+    image: str | None = Field(None, description="Image reference (docker launcher); default from the stack.")
+    base_url: str | None = Field(None, description="Existing server (attach launcher).")
+    network: Literal["host", "published"] = Field(
+        "published", description="Docker: host networking bound to 127.0.0.1, or ports published on 127.0.0.1."
+    )
+    ctx: int | None = None
+    extra_args: list[str] = Field(default_factory=list)
+    ready_timeout_s: float = 600.0
+
+    @property
+    def server_id(self) -> str:
+        """A readable id of the stack config: stack, tool configuration, launcher, model."""
+        return f"{self.stack}-{self.tool_config}-{self.launcher}".replace(":", "_").replace("+", "_")
+
+
+def in_container_model_path(spec: StackSpec, model: ModelRef) -> str | None:
+    if model.path is None or spec.launch is None:
+        return None
+    base = PurePosixPath(spec.launch.container_model_dir)
+    return str(base / PurePosixPath(model.path).name) if spec.model_source == "gguf_file" else str(base)
+
+
+def server_argv(spec: StackSpec, config: ServerConfig, *, bind_host: str, port: int, in_container: bool) -> list[str]:
+    """The exact argv the server runs with: prefix + model + args + host args + tool-config flags + extras."""
+    if spec.launch is None:
+        return []
+    launch = spec.launch
+    model_path = in_container_model_path(spec, config.model) if in_container else config.model.path
+    values = {
+        "binary": config.binary or "llama-server",
+        "python": config.python or "python3",
+        "model_path": model_path or config.model.name,
+        "served_name": config.model.name,
+        "host": bind_host,
+        "port": str(port),
+        "ctx": str(config.ctx or launch.default_ctx),
+    }
+    prefix = launch.container_command if in_container else launch.process_command
+    host_args = launch.gpu_args if config.host == "gpu" else launch.cpu_args
+    template = [*prefix, *launch.model_args, *launch.args, *host_args]
+    flags = spec.tool_config(config.tool_config).flags
+    return [*render_args(template, values), *flags, *config.extra_args]
+
+
+def server_env(spec: StackSpec, config: ServerConfig, *, bind_host: str, port: int) -> dict[str, str]:
+    if spec.launch is None:
+        return {}
+    values = {"host": bind_host, "port": str(port), "ctx": str(config.ctx or spec.launch.default_ctx)}
+    return {key: render_args([value], values)[0] for key, value in spec.launch.env.items()}
+
+
+def reproduce_command(argv: list[str], env: dict[str, str]) -> str:
+    """A shell line that reproduces the launch by hand."""
+    prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(env.items()))
+    return (prefix + " " if prefix else "") + shlex.join(argv)
+
+
+def config_hash(payload: object) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
