@@ -24,6 +24,7 @@ def server_config(
     network: str = "published",
     ctx: int | None = None,
     extra_args: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
     ready_timeout_s: float = 600.0,
     progress: Progress = print,
 ) -> ServerConfig:
@@ -54,5 +55,6 @@ def server_config(
         network=network,
         ctx=ctx,
         extra_args=extra_args or [],
+        extra_env=extra_env or {},
         ready_timeout_s=ready_timeout_s,
     )

@@ -261,3 +261,27 @@ def cleanup_command(
     for line in removed:
         console.print(f"removed {line}", highlight=False)
     console.print(f"{len(removed)} leftover(s) removed")
+
+
+@app.command("compose")
+def compose_command(
+    write: Annotated[bool, typer.Option("--write", help="Write compose/<stack>.yaml.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 when compose/ drifted from stacks/.")] = False,
+) -> None:
+    """Render the GPU-host compose files from the stack definitions."""
+    from orchestrator import compose
+
+    if write:
+        for path in compose.write_all():
+            console.print(f"wrote {path}", highlight=False)
+        return
+    drifted = []
+    for spec in compose.launchable_stacks():
+        path = compose.COMPOSE_DIR / f"{spec.name}.yaml"
+        text = compose.rendered_text(spec)
+        if not path.is_file() or path.read_text() != text:
+            drifted.append(str(path))
+        if not check:
+            sys.stdout.write(f"--- {path}\n{text}")
+    if check and drifted:
+        fail(f"compose files drifted from stacks/: {', '.join(drifted)}; run `orchestrate compose --write`")

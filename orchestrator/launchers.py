@@ -331,12 +331,16 @@ def cleanup(run_id: str | None = None) -> list[str]:
 
 
 def _process_matches(pid: int, argv: list[str]) -> bool:
-    """True when `pid` is alive and still runs the recorded command (PIDs get reused)."""
+    """True when `pid` is alive and still runs the recorded command (PIDs get reused).
+
+    A script started through its shebang shows the interpreter first, so the recorded program may be
+    the first or the second entry of /proc/PID/cmdline.
+    """
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        parts = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return bool(argv) and bool(cmdline) and cmdline[0].decode(errors="replace") == argv[0]
+    return bool(argv) and argv[0] in [part.decode(errors="replace") for part in parts[:2]]
 
 
 def wait_gone(handle: ServerHandle, timeout_s: float = 10.0) -> bool:

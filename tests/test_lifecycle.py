@@ -1,0 +1,142 @@
+"""Teardown: an interrupted start leaves nothing running; a server dying during the wait fails at once."""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.assets import cache_root
+from orchestrator.build import server_config
+from orchestrator.launchers import LaunchError, cleanup, start_server
+from orchestrator.serverconfig import ModelRef
+from tests.conftest import REPLAY_DIR
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_ctrl_c_during_readiness_wait_leaves_no_process(replay_env: dict[str, str], python_exe: str) -> None:
+    # The SGLang replay keeps its port closed for 30 s: we are inside the readiness loop when interrupted.
+    config = server_config(
+        stack="sglang",
+        tool_config=None,
+        launcher="process",
+        model="m",
+        model_path="/m",
+        python=python_exe,
+        extra_env={**replay_env, "REPLAY_LOAD_S": "30"},
+        ready_timeout_s=60,
+    )
+    before = set(cache_root().joinpath("pids").glob("*.json"))
+    timer = threading.Timer(1.5, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        start_server(config, run_id="test-interrupt")
+    new_records = set(cache_root().joinpath("pids").glob("*.json")) - before
+    assert not new_records  # the PID record is gone with the process
+    leftovers = [
+        p
+        for p in os.listdir("/proc")
+        if p.isdigit()
+        and _cmdline(int(p)).count("REPLAY") == 0
+        and "sglang.launch_server" in _cmdline(int(p))
+        and "/m" in _cmdline(int(p))
+    ]
+    assert leftovers == []
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_server_dying_during_wait_fails_at_once_with_log_tail(llama_server_binary: str) -> None:
+    config = server_config(
+        stack="llamacpp",
+        tool_config="jinja",
+        launcher="process",
+        model="missing",
+        model_path="/nonexistent/model.gguf",
+        binary=llama_server_binary,
+        ready_timeout_s=600,
+    )
+    config = config.model_copy(update={"model": ModelRef(name="missing", path="/nonexistent/model.gguf")})
+    started = time.monotonic()
+    with pytest.raises(LaunchError) as raised:
+        start_server(config, run_id="test-dies")
+    assert time.monotonic() - started < 60  # not the 600 s deadline: the dead process was noticed
+    assert "server exited" in str(raised.value)
+    assert "/nonexistent/model.gguf" in raised.value.log_tail  # llama-server's own complaint
+    assert raised.value.command.startswith(llama_server_binary)
+
+
+def test_sigterm_during_docker_start_leaves_no_container(docker_client, llama_server_binary: str) -> None:
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "probe",
+            "--stack",
+            "llamacpp",
+            "--launcher",
+            "docker",
+            "--network",
+            "host",
+            "--model",
+            "qwen2.5-coder-0.5b-instruct",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    label = {"label": "toolcall-matrix.managed=true"}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not docker_client.containers.list(all=True, filters=label):
+        time.sleep(0.05)
+    assert docker_client.containers.list(all=True, filters=label), "the container never appeared"
+    run.send_signal(signal.SIGTERM)
+    run.wait(timeout=60)
+    assert run.returncode != 0
+    assert docker_client.containers.list(all=True, filters=label) == []
+
+
+def test_cleanup_removes_what_a_sigkilled_run_left(docker_client, replay_env: dict[str, str]) -> None:
+    # A run killed with SIGKILL cannot tear down: its server and PID record stay behind.
+    script = (
+        "from orchestrator.build import server_config\n"
+        "from orchestrator.launchers import start_server\n"
+        f"c = server_config(stack='ollama', tool_config=None, launcher='process', model='phi3',"
+        f" binary={str(REPLAY_DIR / 'ollama')!r}, ready_timeout_s=30)\n"
+        "h = start_server(c, run_id='test-orphan')\n"
+        "print(h.process.pid, flush=True)\n"
+        "import time; time.sleep(300)\n"
+    )
+    run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    server_pid = int(run.stdout.readline())
+    run.kill()
+    run.wait()
+    assert not process_gone(server_pid)
+    record = json.loads((cache_root() / "pids" / f"{server_pid}.json").read_text())
+    assert record["run_id"] == "test-orphan"
+    removed = cleanup("test-orphan")
+    assert any(str(server_pid) in line for line in removed)
+    deadline = time.monotonic() + 10
+    while not process_gone(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert process_gone(server_pid)
