@@ -10,8 +10,8 @@ from orchestrator.build import server_config
 from orchestrator.launchers import running_server
 from orchestrator.probe import probe
 from orchestrator.types import Outcome
-from tests.conftest import REPLAY_DIR
 from tests import bodies as b
+from tests.conftest import REPLAY_DIR
 
 
 def ollama_config(model: str):

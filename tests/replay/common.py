@@ -21,7 +21,7 @@ def answer_arguments(tool: dict[str, Any]) -> dict[str, Any]:
 class JsonHandler(BaseHTTPRequestHandler):
     server_version = "replay"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         print(f"{self.command} {self.path} " + format % args, flush=True)
 
     def read_json(self) -> Any:

@@ -25,7 +25,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from common import JsonHandler, answer_arguments  # noqa: E402
+from common import JsonHandler, answer_arguments
 
 VERSION = "0.5.23"
 
