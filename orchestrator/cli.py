@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -285,3 +286,104 @@ def compose_command(
             sys.stdout.write(f"--- {path}\n{text}")
     if check and drifted:
         fail(f"compose files drifted from stacks/: {', '.join(drifted)}; run `orchestrate compose --write`")
+
+
+def _load_matrix(path: Path):
+    from orchestrator.matrix import MatrixError, load_matrix
+
+    try:
+        return load_matrix(path)
+    except MatrixError as exc:
+        fail(str(exc))
+
+
+@app.command("validate")
+def validate_command(matrix_file: Annotated[Path, typer.Argument(help="matrices/*.yaml")]) -> None:
+    """Check a matrix file and print the servers and cells it expands to; runs nothing."""
+    from orchestrator.matrix import expand
+
+    matrix, digest = _load_matrix(matrix_file)
+    plans = expand(matrix)
+    view = Table(title=f"{matrix_file} ({digest[:12]}): {len(plans)} servers, {sum(len(p.cells) for p in plans)} cells")
+    for column in ("server", "launcher", "tool flags", "cell", "seeds"):
+        view.add_column(column, overflow="fold")
+    for plan in plans:
+        flags = " ".join(load_stack(plan.stack.stack).tool_config(plan.stack.resolved_tool_config).flags) or "—"
+        for index, cell in enumerate(plan.cells):
+            first = index == 0
+            view.add_row(
+                plan.server_id if first else "",
+                plan.stack.launcher if first else "",
+                flags if first else "",
+                cell.cell_id,
+                str(len(cell.seeds)),
+            )
+    console.print(view)
+
+
+def _print_wide(store_dir: Path) -> None:
+    from orchestrator.report import write_report
+    from orchestrator.store import RunStore
+
+    _long, wide, written = write_report(RunStore(store_dir))
+    view = Table(title=f"per-seed fidelity % [95% CI] n eligible turns — {store_dir.name}")
+    view.add_column("model")
+    for column in wide.columns:
+        view.add_column(column.replace(" | ", "\n"), overflow="fold")
+    for model, row in wide.iterrows():
+        view.add_row(str(model), *[str(v) for v in row.tolist()])
+    console.print(view)
+    console.print(f"report: {written[0].parent}", highlight=False)
+
+
+@app.command("matrix")
+def matrix_command(
+    matrix_file: Annotated[Path | None, typer.Argument(help="matrices/*.yaml")] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Finish what is missing in RUN_DIR.")] = None,
+    results: Annotated[Path, typer.Option(help="Where runs are stored.")] = Path("results"),
+) -> None:
+    """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
+    from orchestrator.launchers import install_termination_handler
+    from orchestrator.matrix import Matrix
+    from orchestrator.store import StoreError, now
+    from orchestrator.sweep import Sweep, resume_run, start_run
+
+    install_termination_handler()
+    if resume is not None:
+        try:
+            store = resume_run(resume)
+            matrix = Matrix.model_validate(store.manifest()["matrix"])
+        except StoreError as exc:
+            fail(str(exc))
+    elif matrix_file is not None:
+        matrix, digest = _load_matrix(matrix_file)
+        store = start_run(matrix, matrix_file, digest, results)
+    else:
+        fail("give a matrix file, or --resume RUN_DIR")
+    console.print(f"run {store.run_id} -> {store.dir}", highlight=False)
+    started = time.monotonic()
+    try:
+        executed = Sweep(matrix, store, console).run()
+    finally:
+        store.close()
+    store.update_manifest(finished=now(), wall_s=round(time.monotonic() - started, 1))
+    console.print(f"{executed} seed run(s) executed in {time.monotonic() - started:.0f}s", highlight=False)
+    _print_wide(store.dir)
+
+
+@app.command("report")
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="results/<run_id>")],
+    reclassify: Annotated[bool, typer.Option("--reclassify", help="Recompute outcomes from raw answers.")] = False,
+) -> None:
+    """Long and wide tables (CSV, Parquet, Markdown, HTML) and the paper-compatible CSV, from stored results."""
+    from orchestrator.report import write_report
+    from orchestrator.store import RunStore, StoreError
+
+    try:
+        _long, wide, written = write_report(RunStore(run_dir), do_reclassify=reclassify)
+    except StoreError as exc:
+        fail(str(exc))
+    console.print(wide.to_string() if not wide.empty else "(no cells)", highlight=False, soft_wrap=True)
+    for path in written:
+        console.print(f"wrote {path}", highlight=False)

@@ -175,7 +175,7 @@ class DockerHandle(ServerHandle):
         self.argv = server_argv(spec, config, bind_host=bind_host, port=port, in_container=True)
         self.env = server_env(spec, config, bind_host=bind_host, port=port)
         volumes = {}
-        if config.model.path:
+        if config.model.path and config.model.local:
             source = Path(config.model.path)
             volumes[str(source.parent if spec.model_source == "gguf_file" else source)] = {
                 "bind": spec.launch.container_model_dir,

@@ -27,6 +27,7 @@ class ModelRef(BaseModel):
     path: str | None = Field(None, description="GGUF file or HF directory on the host.")
     digest: str | None = Field(None, description="sha256 of the file / weights, when known.")
     quantization: str | None = None
+    local: bool = Field(True, description="False: `path` is a hub id the server resolves itself (no mount).")
 
 
 class ServerConfig(BaseModel):
@@ -60,6 +61,8 @@ class ServerConfig(BaseModel):
 def in_container_model_path(spec: StackSpec, model: ModelRef) -> str | None:
     if model.path is None or spec.launch is None:
         return None
+    if not model.local:
+        return model.path
     base = PurePosixPath(spec.launch.container_model_dir)
     return str(base / PurePosixPath(model.path).name) if spec.model_source == "gguf_file" else str(base)
 

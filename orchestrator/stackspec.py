@@ -119,6 +119,7 @@ class StackSpec(_Strict):
     readiness: Readiness
     version: Probe
     capabilities: list[Probe] = Field(default_factory=list)
+    pull: Probe | None = Field(None, description="Request that makes a model available before use (Ollama).")
     refusals: list[RefusalSignature] = Field(default_factory=list)
     constrained: ConstrainedDecoding
     deterministic_extra: dict[str, bool | int | str] = Field(

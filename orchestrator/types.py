@@ -86,6 +86,7 @@ class TurnRecord(BaseModel):
     run_id: str
     cell_id: str
     seed: str
+    suite: str | None = None
     turn: int
     attempt: int = 0
     model: str
@@ -107,3 +108,4 @@ class TurnRecord(BaseModel):
     text_call_recoverable: bool = False
     raw_body: Any = Field(None, description="The full reply body, kept so outcomes can be recomputed.")
     end: str | None = Field(None, description="Why the seed ended on this turn, if it did.")
+    task_success: bool | None = Field(None, description="On a submit turn: was the answer right?")

@@ -1,0 +1,275 @@
+"""Matrix files (`matrices/*.yaml`): validated with errors that name the file, the field path and the line,
+and expanded into servers and cells before anything starts."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from orchestrator.chatapi import Decoding
+from orchestrator.registry import UnknownStackError, load_stack
+from orchestrator.serverconfig import LauncherKind
+from orchestrator.stackspec import Host
+from orchestrator.stats import BootstrapSettings
+from orchestrator.tasks import SuiteError, load_suite
+from orchestrator.types import ToolsMode
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StackEntry(_Strict):
+    """One stack config: a stack definition, one of its tool configurations, and where it runs."""
+
+    id: str | None = Field(None, description="Label used in cell ids and tables; default stack-toolconfig.")
+    stack: str = Field(description="A stack definition in stacks/.")
+    tool_config: str | None = Field(None, description="Named tool configuration; default: the stack's default.")
+    launcher: LauncherKind = "process"
+    host: Host = "cpu"
+    network: Literal["host", "published"] = "published"
+    image: str | None = Field(None, description="Override the stack's pinned image (docker).")
+    binary: str | None = Field(None, description="Override the server binary (process).")
+    url: str | None = Field(None, description="Base URL of a running server (attach).")
+    ctx: int | None = Field(None, ge=256, description="Context length passed to the server.")
+    extra_args: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _known(self) -> StackEntry:
+        try:
+            spec = load_stack(self.stack)
+        except UnknownStackError as exc:
+            raise ValueError(str(exc)) from None
+        if self.tool_config is not None and self.tool_config not in spec.tool_configs:
+            raise ValueError(
+                f"stack {self.stack!r} has no tool configuration {self.tool_config!r} "
+                f"(known: {', '.join(spec.tool_configs)})"
+            )
+        if self.launcher == "attach" and not self.url:
+            raise ValueError("the attach launcher needs url")
+        if self.launcher != "attach" and spec.launch is None:
+            raise ValueError(f"stack {self.stack!r} cannot be launched; use launcher: attach with a url")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.id or f"{self.stack}-{self.resolved_tool_config}"
+
+    @property
+    def resolved_tool_config(self) -> str:
+        return self.tool_config or load_stack(self.stack).default_tool_config
+
+
+class ModelSource(_Strict):
+    asset: str | None = Field(None, description="A model asset of `orchestrate assets` (GGUF or its HF conversion).")
+    path: str | None = Field(None, description="Explicit GGUF file or HF directory.")
+    tag: str | None = Field(None, description="Served name / Ollama tag / hosted model id.")
+    hub: str | None = Field(None, description="A hub repo id the server downloads itself (GPU hosts), e.g. Qwen/...")
+
+    @model_validator(mode="after")
+    def _one(self) -> ModelSource:
+        if sum(bool(v) for v in (self.asset, self.path, self.tag, self.hub)) != 1:
+            raise ValueError("a model source needs exactly one of asset, path, tag or hub")
+        return self
+
+
+class ModelEntry(_Strict):
+    name: str = Field(description="Model label in tables.")
+    sources: dict[str, ModelSource] = Field(description="Per stack: where this stack gets the model.")
+    quantization: str | None = None
+    digest: str | None = Field(None, description="Expected sha256 of the model file, when pinned.")
+
+
+class TaskEntry(_Strict):
+    suite: str
+    seeds: list[str] | None = Field(None, description="Seed ids; default: the first `count` seeds.")
+    count: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _exists(self) -> TaskEntry:
+        try:
+            suite = load_suite(self.suite)
+        except SuiteError as exc:
+            raise ValueError(str(exc)) from None
+        for seed in self.seeds or []:
+            suite.seed(seed)
+        return self
+
+    def seed_ids(self) -> list[str]:
+        suite = load_suite(self.suite)
+        if self.seeds:
+            return list(self.seeds)
+        return [seed.id for seed in suite.seeds][: self.count or len(suite.seeds)]
+
+
+class Timeouts(_Strict):
+    request_s: float = Field(180.0, gt=0)
+    ready_s: float = Field(600.0, gt=0)
+
+
+class Retries(_Strict):
+    max_attempts: int = Field(3, ge=1, description="Attempts per turn when the server gives no usable answer.")
+    backoff_s: float = Field(1.0, ge=0)
+
+
+class Exclude(_Strict):
+    stack: str | None = None
+    model: str | None = None
+    mode: ToolsMode | None = None
+
+
+class Matrix(_Strict):
+    name: str
+    description: str = ""
+    stacks: list[StackEntry] = Field(min_length=1)
+    models: list[ModelEntry] = Field(min_length=1)
+    modes: list[ToolsMode] = Field(min_length=1)
+    tasks: list[TaskEntry] = Field(min_length=1)
+    decoding: Decoding = Decoding()
+    turn_cap: int = Field(40, ge=1)
+    loop_repeats: int = Field(3, ge=2, description="constrained: this many identical calls in a row end a seed.")
+    timeouts: Timeouts = Timeouts()
+    retries: Retries = Retries()
+    concurrency: int = Field(1, ge=1)
+    bootstrap: BootstrapSettings = BootstrapSettings()
+    exclude: list[Exclude] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Matrix:
+        labels = [entry.label for entry in self.stacks]
+        duplicates = {label for label in labels if labels.count(label) > 1}
+        if duplicates:
+            raise ValueError(f"stack labels must be unique; repeated: {sorted(duplicates)} (set id)")
+        for index, model in enumerate(self.models):
+            for stack in model.sources:
+                try:
+                    load_stack(stack)
+                except UnknownStackError as exc:
+                    raise ValueError(f"models.{index}.sources: {exc}") from None
+        return self
+
+    def excluded(self, stack: StackEntry, model: ModelEntry, mode: ToolsMode) -> bool:
+        return any(
+            (rule.stack in (None, stack.label, stack.stack))
+            and rule.model in (None, model.name)
+            and rule.mode in (None, mode)
+            for rule in self.exclude
+        )
+
+
+class Cell(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    cell_id: str
+    order: int = Field(description="Position in the matrix expansion (tables keep run order).")
+    stack: StackEntry
+    model: ModelEntry
+    mode: ToolsMode
+    seeds: list[tuple[str, str]]  # (suite, seed id)
+
+
+class ServerPlan(BaseModel):
+    """One server start: a stack config and the model(s) it serves; the cells it runs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    server_id: str
+    stack: StackEntry
+    models: list[ModelEntry]
+    cells: list[Cell]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def cell_id(stack: StackEntry, model: ModelEntry, mode: ToolsMode) -> str:
+    return _slug(f"{stack.label}__{model.name}__{mode.value}")
+
+
+def expand(matrix: Matrix) -> list[ServerPlan]:
+    """Servers in matrix order. A stack that loads one model per process gets one server per model;
+    a stack that serves many (Ollama, hosted) gets one server for all of them."""
+    seeds = [(task.suite, seed) for task in matrix.tasks for seed in task.seed_ids()]
+    plans: list[ServerPlan] = []
+    position = 0
+    for stack in matrix.stacks:
+        models = [model for model in matrix.models if stack.stack in model.sources]
+        per_model = load_stack(stack.stack).model_source in ("gguf_file", "hf_dir")
+        groups = [[model] for model in models] if per_model else ([models] if models else [])
+        for group in groups:
+            cells = []
+            for model in group:
+                for mode in matrix.modes:
+                    if not matrix.excluded(stack, model, mode):
+                        cells.append(
+                            Cell(
+                                cell_id=cell_id(stack, model, mode),
+                                order=position,
+                                stack=stack,
+                                model=model,
+                                mode=mode,
+                                seeds=seeds,
+                            )
+                        )
+                        position += 1
+            if cells:
+                server_id = _slug(stack.label + ("__" + group[0].name if per_model else ""))
+                plans.append(ServerPlan(server_id=server_id, stack=stack, models=group, cells=cells))
+    return plans
+
+
+class MatrixError(ValueError):
+    """A bad matrix file: the message names the file, the field path and the line."""
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at `loc` (or of its deepest existing parent)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((value for key, value in node.value if key.value == str(part)), None)
+            if match is None:
+                break
+            node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def load_matrix(path: Path) -> tuple[Matrix, str]:
+    """Parse and validate a matrix file; returns (matrix, file sha256). Raises MatrixError."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise MatrixError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise MatrixError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    if not isinstance(data, dict):
+        raise MatrixError(f"{path}:1: a matrix file is a mapping of fields")
+    try:
+        matrix = Matrix.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = tuple(part for part in error["loc"] if not (isinstance(part, str) and part.startswith("function-")))
+        field = ".".join(str(part) for part in loc) or "(top level)"
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "missing":
+            message = "required field is missing"
+        line = _line_of(node, loc)
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise MatrixError(f"{path}:{line}: field {field}: {message}{more}") from None
+    return matrix, hashlib.sha256(text.encode()).hexdigest()

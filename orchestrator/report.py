@@ -1,0 +1,177 @@
+"""Tables from stored results only (no Docker, no HTTP): a long table (one row per cell: statistics and
+every config column), a wide table (model x stack config x mode), a paper-compatible CSV, and
+`--reclassify` to recompute outcomes from the stored raw answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from orchestrator.classify import classify
+from orchestrator.registry import load_stack
+from orchestrator.stats import BootstrapSettings, cell_stats
+from orchestrator.store import RunStore
+from orchestrator.types import TransportError
+
+CONFIG_COLUMNS = [
+    "stack_label",
+    "stack",
+    "tool_config",
+    "tool_flags",
+    "parser",
+    "launcher",
+    "host",
+    "image",
+    "image_id",
+    "image_repo_digests",
+    "binary",
+    "binary_version",
+    "argv",
+    "stack_version",
+    "chat_template_sha256",
+    "model",
+    "model_digest",
+    "quantization",
+    "tools_mode",
+    "hint",
+    "template_sha256",
+    "tools_sha256",
+    "decoding",
+    "turn_cap",
+    "status",
+]
+PAPER_MODES = {"native": "native", "native+hint": "native_hint", "text-tools": "text_tools"}
+PAPER_FIELDS = ("seed", "lo", "hi", "pooled", "n", "rej", "n_seeds")
+
+
+def reclassify(turns: list[dict[str, Any]], cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recompute outcome/detail/calls of every stored turn from its raw answer."""
+    out = []
+    for turn in turns:
+        cell = cells.get(turn["cell_id"], {})
+        suite = turn.get("suite") or (cell.get("suites") or [None])[0]
+        tools = (cell.get("tools") or {}).get(suite, [])
+        error = turn.get("error") or {}
+        transport = None
+        if turn.get("http_status") is None and error.get("type") not in (None, "no_reply"):
+            transport = TransportError(kind=error["type"], message=str(error.get("body") or ""))
+        verdict = classify(
+            refusals=load_stack(cell.get("stack", "openai")).refusals,
+            mode=turn["tools_mode"],
+            tools=tools,
+            http_status=turn.get("http_status"),
+            body=turn.get("raw_body"),
+            transport_error=transport,
+        )
+        out.append(
+            {
+                **turn,
+                "outcome": verdict.outcome.value,
+                "detail": verdict.detail,
+                "calls": [c.model_dump() for c in verdict.calls],
+            }
+        )
+    return out
+
+
+def _text(row: dict[str, Any]) -> str:
+    if row["status"] == "launch_failed":
+        return "launch_failed"
+    if row["per_seed_mean"] is None:
+        if row["n_rejected"] and not row["n_non_response"]:
+            return f"rej n{row['n_rejected']}"
+        return f"undef rej{row['n_rejected']} nr{row['n_non_response']}"
+    mean, low, high = (round(100 * row[k]) for k in ("per_seed_mean", "ci_low", "ci_high"))
+    return f"{mean} [{low},{high}] n{row['n_eligible_turns']}"
+
+
+def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
+    manifest = store.manifest()
+    settings = BootstrapSettings.model_validate(manifest["matrix"].get("bootstrap", {}))
+    cells = {cell["cell_id"]: cell for cell in store.read_cells()}
+    turns = store.read_turns()
+    if do_reclassify:
+        turns = reclassify(turns, cells)
+    by_cell: dict[str, list[dict[str, Any]]] = {}
+    for turn in turns:
+        by_cell.setdefault(turn["cell_id"], []).append(turn)
+    rows = []
+    for cell_id, cell in sorted(cells.items(), key=lambda item: item[1].get("order", 0)):
+        cell_turns = by_cell.get(cell_id, [])
+        stats = cell_stats([t["seed"] for t in cell_turns], [t["outcome"] for t in cell_turns], settings)
+        ends = [t for t in cell_turns if t.get("end")]
+        row = {"cell_id": cell_id, **{c: cell.get(c) for c in CONFIG_COLUMNS}, **stats.model_dump()}
+        row["status"] = cell.get("status") if cell.get("status") != "complete" else stats.status
+        row["cell_status"] = cell.get("status")
+        row["n_turn_records"] = len(cell_turns)
+        row["seeds_finished"] = len(ends)
+        row["seeds_capped"] = sum(t["end"] == "turn_cap" for t in ends)
+        row["seeds_looping"] = sum(t["end"] == "loop" for t in ends)
+        row["task_success"] = (sum(bool(t.get("task_success")) for t in ends) / len(ends)) if ends else None
+        row["probe_verdict"] = (cell.get("probe") or {}).get("verdict")
+        for key in ("tool_flags", "argv", "image_repo_digests", "tools_sha256", "decoding"):
+            row[key] = None if row[key] is None else str(row[key])
+        row["text"] = _text(row)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def wide_table(long: pd.DataFrame) -> pd.DataFrame:
+    if long.empty:
+        return pd.DataFrame()
+    frame = long.assign(column=long["stack_label"] + " | " + long["tools_mode"])
+    # Columns in run order (stack configs as the matrix lists them, modes in the product's order).
+    mode_rank = {mode: rank for rank, mode in enumerate(("native", "native+hint", "text-tools", "constrained"))}
+    stack_rank = {label: rank for rank, label in enumerate(dict.fromkeys(long["stack_label"]))}
+    order = sorted(
+        dict.fromkeys(frame["column"]),
+        key=lambda c: (stack_rank[c.split(" | ")[0]], mode_rank.get(c.split(" | ")[1], 99)),
+    )
+    wide = frame.pivot_table(index="model", columns="column", values="text", aggfunc="first")
+    wide = wide.reindex(columns=order)
+    wide.columns.name = None
+    return wide.fillna("—")
+
+
+def paper_tables(long: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Per stack config, a table with the columns of the paper's results/serving_modes.csv."""
+    tables = {}
+    for label, group in long.groupby("stack_label"):
+        rows = []
+        for model, cells in group.groupby("model", sort=False):
+            row: dict[str, Any] = {"model": model}
+            for mode, prefix in PAPER_MODES.items():
+                match = cells[cells["tools_mode"] == mode]
+                values = match.iloc[0].to_dict() if len(match) else {}
+                row[f"{prefix}_seed"] = values.get("per_seed_mean")
+                row[f"{prefix}_lo"] = values.get("ci_low")
+                row[f"{prefix}_hi"] = values.get("ci_high")
+                row[f"{prefix}_pooled"] = values.get("pooled")
+                row[f"{prefix}_n"] = values.get("n_eligible_turns")
+                row[f"{prefix}_rej"] = values.get("n_rejected")
+                row[f"{prefix}_n_seeds"] = values.get("n_seeds")
+            rows.append(row)
+        columns = ["model"] + [f"{p}_{f}" for p in PAPER_MODES.values() for f in PAPER_FIELDS]
+        tables[str(label)] = pd.DataFrame(rows, columns=columns)
+    return tables
+
+
+def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
+    long = long_table(store, do_reclassify=do_reclassify)
+    wide = wide_table(long)
+    out = store.dir / "report"
+    out.mkdir(exist_ok=True)
+    written = []
+    for name, frame, index in (("cells_long", long, False), ("cells_wide", wide, True)):
+        frame.to_csv(out / f"{name}.csv", index=index)
+        frame.to_parquet(out / f"{name}.parquet", index=index)
+        (out / f"{name}.md").write_text(frame.to_markdown(index=index) + "\n")
+        frame.to_html(out / f"{name}.html", index=index, na_rep="—")
+        written += [out / f"{name}.{ext}" for ext in ("csv", "parquet", "md", "html")]
+    for label, table in paper_tables(long).items():
+        path = out / f"serving_modes__{label}.csv"
+        table.to_csv(path, index=False)
+        written.append(path)
+    return long, wide, written
