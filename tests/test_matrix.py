@@ -1,0 +1,129 @@
+"""Matrix files: the shipped ones validate; bad ones fail before anything starts with file, field and line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.matrix import MatrixError, expand, load_matrix
+from orchestrator.registry import REPO_ROOT
+
+GOOD = """\
+name: t
+stacks:
+  - {stack: llamacpp, tool_config: jinja}
+  - {stack: vllm, tool_config: default}
+models:
+  - name: m
+    sources:
+      llamacpp: {asset: smollm2-135m-instruct}
+      vllm: {asset: smollm2-135m-instruct}
+modes: [native, text-tools]
+tasks:
+  - {suite: ops, count: 3}
+turn_cap: 4
+"""
+
+
+@pytest.mark.parametrize("name", ["cpu", "smoke", "full", "paper"])
+def test_shipped_matrices_validate(name: str) -> None:
+    matrix, digest = load_matrix(REPO_ROOT / "matrices" / f"{name}.yaml")
+    assert len(digest) == 64 and expand(matrix)
+
+
+def test_cpu_matrix_has_the_required_shape() -> None:
+    matrix, _ = load_matrix(REPO_ROOT / "matrices" / "cpu.yaml")
+    configs = {(s.stack, s.resolved_tool_config) for s in matrix.stacks}
+    assert configs == {("llamacpp", "jinja"), ("llamacpp", "no-jinja"), ("vllm", "default"), ("vllm", "hermes")}
+    assert {m.name for m in matrix.models} == {"qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"}
+    assert len(matrix.modes) == 4 and all(len(t.seed_ids()) >= 8 for t in matrix.tasks)
+
+
+def test_paper_matrix_matches_the_paper_setup() -> None:
+    matrix, _ = load_matrix(REPO_ROOT / "matrices" / "paper.yaml")
+    assert (matrix.decoding.temperature, matrix.decoding.top_p, matrix.turn_cap) == (1.0, 1.0, 40)
+    assert len([m for m in matrix.models if "ollama" in m.sources]) == 9
+    assert any(s.stack == "vllm" and s.resolved_tool_config == "hermes" for s in matrix.stacks)
+
+
+def test_expansion_one_server_per_model_for_single_model_stacks(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(GOOD)
+    plans = expand(load_matrix(path)[0])
+    assert [p.server_id for p in plans] == ["llamacpp-jinja__m", "vllm-default__m"]
+    assert [c.cell_id for c in plans[0].cells] == ["llamacpp-jinja__m__native", "llamacpp-jinja__m__text-tools"]
+    assert all(len(c.seeds) == 3 for p in plans for c in p.cells)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "line", "message"),
+    [
+        (
+            "  - {stack: vllm, tool_config: default}",
+            "  - {stack: vlm, tool_config: default}",
+            "stacks.1",
+            4,
+            "did you mean 'vllm'",
+        ),
+        ("turn_cap: 4", "turn_cap: many", "turn_cap", 13, "valid integer"),
+        (
+            "  - {stack: llamacpp, tool_config: jinja}",
+            "  - {stack: llamacpp, tool_config: jinjaa}",
+            "stacks.0",
+            3,
+            "no tool configuration 'jinjaa'",
+        ),
+        ("modes: [native, text-tools]", "modes: [native, texttools]", "modes.1", 10, "Input should be"),
+        ("  - {suite: ops, count: 3}", "  - {suite: opps, count: 3}", "tasks.0", 12, "unknown task suite"),
+    ],
+)
+def test_bad_matrix_names_file_field_and_line(
+    tmp_path: Path, old: str, new: str, field: str, line: int, message: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(GOOD.replace(old, new))
+    with pytest.raises(MatrixError) as raised:
+        load_matrix(path)
+    text = str(raised.value)
+    assert text.startswith(f"{path}:{line}: field {field}"), text
+    assert message in text
+
+
+def test_missing_models_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "\n".join(
+            line
+            for line in GOOD.splitlines()
+            if not line.startswith(("models", "  - name", "    sources", "      l", "      v"))
+        )
+    )
+    with pytest.raises(MatrixError, match=r"bad.yaml:1: field models: required field is missing"):
+        load_matrix(path)
+
+
+def test_cli_bad_matrix_fails_before_anything_starts(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(GOOD.replace("stack: vllm,", "stack: nope,"))
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "matrix", str(path), "--results", str(results)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert f"{path}:4: field stacks.1" in done.stderr and "unknown stack 'nope'" in done.stderr
+    assert not results.exists()  # no run directory, no server
+
+
+def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(GOOD.replace("modes: [native, text-tools]", "modes: [native, text-tools"))
+    with pytest.raises(MatrixError, match=r"bad.yaml:1\d: not valid YAML"):
+        load_matrix(path)

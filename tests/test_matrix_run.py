@@ -1,0 +1,152 @@
+"""The main job end to end against real servers: `orchestrate matrix` + `orchestrate report`,
+SIGKILL mid-run + `--resume`, and a resumed finished run that executes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from orchestrator.assets import cache_root
+from orchestrator.matrix import expand, load_matrix
+from orchestrator.registry import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+ENV = {**os.environ, "COLUMNS": "250"}
+
+
+def orchestrate(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, env=ENV, timeout=timeout
+    )
+
+
+def only_run(results: Path) -> Path:
+    runs = [p for p in results.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def turn_keys(run: Path) -> list[tuple[str, str, int, int]]:
+    rows = [json.loads(line) for line in (run / "turns.jsonl").read_text().splitlines() if line.strip()]
+    return [(r["cell_id"], r["seed"], r["turn"], r["attempt"]) for r in rows]
+
+
+def test_smoke_matrix_end_to_end(tmp_path: Path, docker_client, llama_server_binary: str, vllm_python: str) -> None:
+    matrix_path = REPO_ROOT / "matrices" / "smoke.yaml"
+    matrix, _ = load_matrix(matrix_path)
+    done = orchestrate("matrix", str(matrix_path), "--results", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = only_run(tmp_path)
+    report = orchestrate("report", str(run))
+    assert report.returncode == 0, report.stderr
+    long = pd.read_csv(run / "report" / "cells_long.csv")
+    expected_cells = {c.cell_id for p in expand(matrix) for c in p.cells}
+    assert set(long["cell_id"]) == expected_cells
+    # Every cell carries its config.
+    assert long["argv"].notna().all() and long["stack_version"].notna().all()
+    assert long["template_sha256"].notna().all() and long["model_digest"].notna().all()
+    docker_cells = long[long["launcher"] == "docker"]
+    assert docker_cells["image_id"].str.startswith("sha256:").all()
+    # vLLM default cells that send tools= are refused on every turn: `rej` with the count, no fidelity.
+    refused = long[(long["stack_label"] == "vllm-default") & long["tools_mode"].isin(["native", "native+hint"])]
+    assert len(refused) == 2
+    assert refused["per_seed_mean"].isna().all() and (refused["n_rejected"] == 2).all()
+    assert refused["text"].str.startswith("rej").all()
+    no_jinja = long[(long["stack_label"] == "llamacpp-no-jinja") & long["tools_mode"].isin(["native", "native+hint"])]
+    assert no_jinja["text"].str.startswith("rej").all()
+    # No turn is missing a record: every seed of every cell ended, turns numbered 0..k without gaps.
+    keys = turn_keys(run)
+    assert len(keys) == len(set(keys))
+    by_seed: dict[tuple[str, str], list[int]] = {}
+    for cell, seed, turn, attempt in keys:
+        if attempt == 0:
+            by_seed.setdefault((cell, seed), []).append(turn)
+    assert set(by_seed) == {(c, s) for c in expected_cells for s in ("ops-00", "ops-01")}
+    assert all(sorted(turns) == list(range(len(turns))) for turns in by_seed.values())
+    wide = pd.read_csv(run / "report" / "cells_wide.csv", index_col=0)
+    assert wide.loc["qwen2.5-coder-0.5b-instruct", "vllm-default | native"].startswith("rej")
+    assert "vllm-default | native" in done.stdout.replace("\n", " ") or "rej" in done.stdout
+    for ext in ("csv", "parquet", "md", "html"):
+        assert (run / "report" / f"cells_long.{ext}").is_file()
+    paper = pd.read_csv(run / "report" / "serving_modes__llamacpp-jinja.csv")
+    assert list(paper.columns)[:4] == ["model", "native_seed", "native_lo", "native_hi"]
+    assert not docker_client.containers.list(all=True, filters={"label": "toolcall-matrix.managed=true"})
+
+
+RESUME_MATRIX = """\
+name: resume
+stacks:
+  - {stack: llamacpp, tool_config: jinja, launcher: process, ctx: 1024}
+models:
+  - name: smollm2-135m-instruct
+    sources: {llamacpp: {asset: smollm2-135m-instruct}}
+modes: [text-tools, constrained]
+tasks:
+  - {suite: ops, count: 3}
+decoding: {temperature: 1.0, top_p: 1.0, max_tokens: 48, seed: 3}
+turn_cap: 3
+bootstrap: {resamples: 1000}
+"""
+
+
+def structure(run: Path) -> dict[str, object]:
+    long = pd.read_csv(run / "report" / "cells_long.csv")
+    rows = [json.loads(line) for line in (run / "turns.jsonl").read_text().splitlines()]
+    finished = Counter(r["cell_id"] for r in rows if r.get("end"))
+    return {
+        "cells": sorted(long["cell_id"]),
+        "columns": list(long.columns),
+        "finished_seeds": dict(finished),
+        "status": sorted(long["cell_status"]),
+    }
+
+
+def test_sigkill_then_resume_matches_a_clean_run(tmp_path: Path, llama_server_binary: str) -> None:
+    matrix_path = tmp_path / "resume.yaml"
+    matrix_path.write_text(RESUME_MATRIX)
+    clean_dir, killed_dir = tmp_path / "clean", tmp_path / "killed"
+    clean = orchestrate("matrix", str(matrix_path), "--results", str(clean_dir))
+    assert clean.returncode == 0, clean.stderr[-2000:]
+
+    run = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "matrix", str(matrix_path), "--results", str(killed_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        turns = list(killed_dir.glob("*/turns.jsonl"))
+        if turns and len(turns[0].read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.2)
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=30)
+    killed_run = only_run(killed_dir)
+    orphans = [json.loads(p.read_text()) for p in (cache_root() / "pids").glob("*.json")]
+    orphans = [o for o in orphans if o["run_id"] == killed_run.name]
+    assert orphans, "SIGKILL should have left the server running (nothing can tear down after SIGKILL)"
+
+    resumed = orchestrate("matrix", "--resume", str(killed_run))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    for orphan in orphans:  # the leftover server was removed, not reused or leaked
+        assert not Path(f"/proc/{orphan['pid']}").exists()
+    assert not [p for p in (cache_root() / "pids").glob("*.json") if killed_run.name in p.read_text()]
+    keys = turn_keys(killed_run)
+    assert len(keys) == len(set(keys)), "duplicated (cell, seed, turn, attempt) records"
+    assert orchestrate("report", str(killed_run)).returncode == 0
+    assert structure(killed_run) == structure(only_run(clean_dir))
+
+    again = orchestrate("matrix", "--resume", str(killed_run))
+    assert again.returncode == 0
+    assert "0 seed run(s) executed" in again.stdout
+    assert turn_keys(killed_run) == keys
