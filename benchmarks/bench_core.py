@@ -18,10 +18,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.classify import classify  # noqa: E402
-from orchestrator.registry import load_stack  # noqa: E402
-from orchestrator.stats import BootstrapSettings, bootstrap_mean_interval  # noqa: E402
-from tests import bodies as b  # noqa: E402
+from orchestrator.classify import classify
+from orchestrator.registry import load_stack
+from orchestrator.stats import BootstrapSettings, bootstrap_mean_interval
+from tests import bodies as b
 
 
 def best_of(fn, repeats: int = 5) -> float:
@@ -45,8 +45,10 @@ def main() -> None:
     settings = BootstrapSettings(resamples=10_000, rng_seed=1)
     fast = best_of(lambda: bootstrap_mean_interval(values, settings))
     slow = best_of(lambda: python_bootstrap(values.tolist(), 10_000, 1), repeats=3)
-    print(f"bootstrap 8 seeds x 10k resamples: numpy {fast * 1e3:.2f} ms, python loop {slow * 1e3:.2f} ms, "
-          f"speed-up x{slow / fast:.1f}")
+    print(
+        f"bootstrap 8 seeds x 10k resamples: numpy {fast * 1e3:.2f} ms, python loop {slow * 1e3:.2f} ms, "
+        f"speed-up x{slow / fast:.1f}"
+    )
 
     refusals = load_stack("vllm").refusals
     fenced = '```json\n{"name": "pod_status", "arguments": {"name": "api-1"}}\n```'
@@ -69,8 +71,10 @@ def main() -> None:
 
     classify_s = best_of(run_classify, 3)
     decode_s = best_of(run_decode, 3)
-    print(f"classify: {len(raw) / classify_s:,.0f} turns/s; JSON decode only: {len(raw) / decode_s:,.0f} bodies/s; "
-          f"classifier cost x{classify_s / decode_s:.1f} a JSON parse")
+    print(
+        f"classify: {len(raw) / classify_s:,.0f} turns/s; JSON decode only: {len(raw) / decode_s:,.0f} bodies/s; "
+        f"classifier cost x{classify_s / decode_s:.1f} a JSON parse"
+    )
 
 
 if __name__ == "__main__":

