@@ -79,7 +79,8 @@ def cell_stats(
 
     n_eligible = int(eligible.sum())
     n_valid = int(valid.sum())
-    seed_codes, seed_index = np.unique(seed_array, return_inverse=True) if seed_array.size else ([], np.array([]))
+    seed_codes, seed_index = np.unique(seed_array, return_inverse=True)
+    seed_index = seed_index.astype(np.intp)  # an empty cell gives a float index
     eligible_per_seed = np.bincount(seed_index, weights=eligible, minlength=len(seed_codes))
     valid_per_seed = np.bincount(seed_index, weights=valid, minlength=len(seed_codes))
     defined = eligible_per_seed > 0

@@ -150,3 +150,36 @@ def test_sigkill_then_resume_matches_a_clean_run(tmp_path: Path, llama_server_bi
     assert again.returncode == 0
     assert "0 seed run(s) executed" in again.stdout
     assert turn_keys(killed_run) == keys
+
+
+def test_launch_failure_marks_cells_and_the_sweep_goes_on(tmp_path: Path, llama_server_binary: str) -> None:
+    from tests.conftest import REPLAY_DIR
+
+    matrix_path = tmp_path / "m.yaml"
+    matrix_path.write_text(f"""\
+name: launchfail
+stacks:
+  - {{stack: llamacpp, tool_config: jinja, launcher: process}}
+  - {{stack: ollama, launcher: process, binary: {REPLAY_DIR / "ollama"}}}
+models:
+  - name: phi3
+    sources:
+      llamacpp: {{path: /nonexistent/phi3.gguf}}
+      ollama: {{tag: "phi3:latest"}}
+modes: [native, text-tools]
+tasks:
+  - {{suite: ops, count: 2}}
+turn_cap: 2
+bootstrap: {{resamples: 500}}
+""")
+    done = orchestrate("matrix", str(matrix_path), "--results", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = only_run(tmp_path / "r")
+    failed = json.loads((run / "cells" / "llamacpp-jinja__phi3__native.json").read_text())
+    assert failed["status"] == "launch_failed"
+    assert "/nonexistent/phi3.gguf" in failed["log_tail"] and failed["reproduce"].startswith(llama_server_binary)
+    long = pd.read_csv(run / "report" / "cells_long.csv").set_index("cell_id")
+    assert long.loc["llamacpp-jinja__phi3__text-tools", "text"] == "launch_failed"
+    # The sweep went on: Ollama refuses phi3 with tools (native) and runs it without (text-tools).
+    assert long.loc["ollama-default__phi3__native", "text"] == "rej n2"
+    assert long.loc["ollama-default__phi3__text-tools", "n_eligible_turns"] >= 2

@@ -94,3 +94,8 @@ def test_cell_table_groups_by_stack_model_mode() -> None:
     assert table.loc[("llamacpp", "native"), "per_seed_mean"] == 1.0
     assert table.loc[("llamacpp", "text-tools"), "per_seed_mean"] == 0.0
     assert ((table["per_seed_mean"].dropna() >= 0) & (table["per_seed_mean"].dropna() <= 1)).all()
+
+
+def test_cell_without_any_turn_is_undefined() -> None:
+    cell = cell_stats([], [])
+    assert cell.status == "undefined" and cell.n_seeds == 0 and cell.per_seed_mean is None
