@@ -77,6 +77,16 @@ def test_smoke_matrix_end_to_end(tmp_path: Path, docker_client, llama_server_bin
     assert "vllm-default | native" in done.stdout.replace("\n", " ") or "rej" in done.stdout
     for ext in ("csv", "parquet", "md", "html"):
         assert (run / "report" / f"cells_long.{ext}").is_file()
+    # Outcomes recomputed offline from the stored raw answers agree with the live classification.
+    reclassified = orchestrate("report", str(run), "--reclassify")
+    assert reclassified.returncode == 0, reclassified.stderr
+    again = pd.read_csv(run / "report" / "cells_long.csv")
+    for column in ("n_valid", "n_eligible_turns", "n_rejected", "n_non_response", "text"):
+        assert again[column].tolist() == long[column].tolist(), column
+    # Every seed ended for a stated reason.
+    ends = [json.loads(line).get("end") for line in (run / "turns.jsonl").read_text().splitlines()]
+    assert {e for e in ends if e} <= {"submitted", "prose", "unparseable", "rejected", "retries_exhausted",
+                                      "turn_cap", "loop"}
     paper = pd.read_csv(run / "report" / "serving_modes__llamacpp-jinja.csv")
     assert list(paper.columns)[:4] == ["model", "native_seed", "native_lo", "native_hi"]
     assert not docker_client.containers.list(all=True, filters={"label": "toolcall-matrix.managed=true"})
