@@ -21,19 +21,10 @@ import httpx
 
 from orchestrator.chatapi import Decoding, build_payload, post_chat, token_counts
 from orchestrator.classify import classify
-from orchestrator.modes import build_request, continue_messages, initial_messages
+from orchestrator.modes import build_request, continue_messages, initial_messages, injects_hint
 from orchestrator.stackspec import StackSpec
 from orchestrator.tasks import Suite, answer_correct, execute
-from orchestrator.types import Outcome, ToolsMode, TurnRecord
-
-# Why a seed ended.
-END_SUBMITTED = "submitted"
-END_PROSE = "prose"
-END_UNPARSEABLE = "unparseable"
-END_REJECTED = "rejected"
-END_RETRIES = "retries_exhausted"
-END_TURN_CAP = "turn_cap"
-END_LOOP = "loop"
+from orchestrator.types import Outcome, SeedEnd, ToolsMode, TurnRecord
 
 
 @dataclass(frozen=True)
@@ -104,7 +95,7 @@ def run_seed(
                     stack_config=ctx.stack_label,
                     stack_version=ctx.stack_version,
                     tools_mode=ctx.mode,
-                    hint=ctx.mode is not ToolsMode.NATIVE,
+                    hint=injects_hint(ctx.mode),
                     http_status=exchange.http_status,
                     parser=ctx.parser,
                     parse_path=verdict.parse_path,
@@ -122,7 +113,7 @@ def run_seed(
                 if verdict.outcome is not Outcome.NON_RESPONSE:
                     break
                 if attempt + 1 == ctx.max_attempts:
-                    record(last.model_copy(update={"end": END_RETRIES}))
+                    record(last.model_copy(update={"end": SeedEnd.RETRIES_EXHAUSTED}))
                     return last
                 record(last)
                 time.sleep(ctx.backoff_s * (attempt + 1))
@@ -142,11 +133,11 @@ def run_seed(
             )
             if submitted is not None:
                 success = answer_correct(seed.expected, submitted.answer)
-                final = last.model_copy(update={"end": END_SUBMITTED, "task_success": success})
+                final = last.model_copy(update={"end": SeedEnd.SUBMITTED, "task_success": success})
                 record(final)
                 return final
             if looping or turn + 1 == ctx.turn_cap:
-                final = last.model_copy(update={"end": END_LOOP if looping else END_TURN_CAP})
+                final = last.model_copy(update={"end": SeedEnd.LOOP if looping else SeedEnd.TURN_CAP})
                 record(final)
                 return final
             record(last)
@@ -154,9 +145,9 @@ def run_seed(
     raise AssertionError("unreachable: the turn cap ends every seed")
 
 
-def _end_without_calls(outcome: Outcome) -> str | None:
+def _end_without_calls(outcome: Outcome) -> SeedEnd | None:
     return {
-        Outcome.NO_CALL_PROSE: END_PROSE,
-        Outcome.UNPARSEABLE_TEXT: END_UNPARSEABLE,
-        Outcome.REJECTED_REQUEST: END_REJECTED,
+        Outcome.NO_CALL_PROSE: SeedEnd.PROSE,
+        Outcome.UNPARSEABLE_TEXT: SeedEnd.UNPARSEABLE,
+        Outcome.REJECTED_REQUEST: SeedEnd.REJECTED,
     }.get(outcome)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -91,9 +91,6 @@ class ChatExchange:
     body: Any
     transport_error: TransportError | None
     latency_s: float
-
-
-TransportKind = Literal["timeout", "connection", "protocol"]
 
 
 def post_chat(client: httpx.Client, url: str, payload: dict[str, Any], timeout_s: float) -> ChatExchange:

@@ -56,6 +56,9 @@ class TurnOutcomeRow(BaseModel):
     outcome: str
 
 
+_CLASSIFY_FIELDS = {"outcome", "detail", "parse_path", "calls", "text_call_recoverable"}
+
+
 @app.command("classify")
 def classify_command(
     exchanges: Annotated[Path, typer.Argument(help="JSONL: one exchange per line.")],
@@ -79,9 +82,6 @@ def classify_command(
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
     except InputError as exc:
         fail(str(exc))
-
-
-_CLASSIFY_FIELDS = {"outcome", "detail", "parse_path", "calls", "text_call_recoverable"}
 
 
 def _fmt(value: float | None) -> str:

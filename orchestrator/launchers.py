@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
@@ -341,12 +340,3 @@ def _process_matches(pid: int, argv: list[str]) -> bool:
     except OSError:
         return False
     return bool(argv) and argv[0] in [part.decode(errors="replace") for part in parts[:2]]
-
-
-def wait_gone(handle: ServerHandle, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not handle.alive():
-            return True
-        time.sleep(0.1)
-    return not handle.alive()

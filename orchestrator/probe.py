@@ -36,7 +36,7 @@ PROBE_TOOLS: list[dict[str, Any]] = [
         },
     }
 ]
-# Deterministic where the stack allows; prompt cache off so llama.cpp answers reproducibly (cpu-recipes.md).
+# Deterministic where the stack allows; each stack's `deterministic_extra` is added (e.g. llama.cpp cache_prompt).
 PROBE_DECODING = Decoding(temperature=0.0, top_p=1.0, max_tokens=96, seed=0)
 
 
@@ -98,7 +98,7 @@ def probe(handle: ServerHandle, config: ServerConfig, decoding: Decoding = PROBE
         model=config.model.name,
         http_status=exchange.http_status,
         error_body=verdict.error.body if verdict.error else None,
-        n_native_calls=len(verdict.raw_tool_calls or []) if isinstance(verdict.raw_tool_calls, list) else 0,
+        n_native_calls=len(verdict.raw_tool_calls) if isinstance(verdict.raw_tool_calls, list) else 0,
         text_call=extract_text_calls(verdict.raw_content).attempted,
         outcome=verdict.outcome,
         detail=verdict.detail,

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from orchestrator.stackspec import Probe, StackSpec
+from orchestrator.stackspec import Probe, StackSpec, render_args
 
 
 class ServerDied(RuntimeError):
@@ -71,15 +71,20 @@ def _field(data: Any, dotted: str) -> Any:
     return data
 
 
+def probe_body(probe: Probe, served_name: str) -> dict[str, Any] | None:
+    """The probe's JSON body with {served_name} filled in."""
+    if probe.body is None:
+        return None
+    values = {"served_name": served_name}
+    return {k: render_args([v], values)[0] if isinstance(v, str) else v for k, v in probe.body.items()}
+
+
 def read_probe(client: httpx.Client, base_url: str, probe: Probe, served_name: str) -> Any:
     """GET/POST one info endpoint and return the configured field (None if unavailable)."""
     url = base_url.rstrip("/") + probe.path
     try:
-        if probe.method == "POST":
-            body = {key: value.replace("{served_name}", served_name) for key, value in (probe.body or {}).items()}
-            reply = client.post(url, json=body)
-        else:
-            reply = client.get(url)
+        body = probe_body(probe, served_name)
+        reply = client.post(url, json=body) if probe.method == "POST" else client.get(url)
         if reply.status_code != 200:
             return {"http_status": reply.status_code, "body": reply.text[:500]}
         return _field(reply.json(), probe.field)

@@ -13,7 +13,7 @@ from orchestrator.classify import classify
 from orchestrator.registry import load_stack
 from orchestrator.stats import BootstrapSettings, cell_stats
 from orchestrator.store import RunStore
-from orchestrator.types import TransportError
+from orchestrator.types import CellStatus, SeedEnd, TransportError
 
 CONFIG_COLUMNS = [
     "stack_label",
@@ -77,8 +77,8 @@ def reclassify(turns: list[dict[str, Any]], cells: dict[str, dict[str, Any]]) ->
 
 
 def _text(row: dict[str, Any]) -> str:
-    if row["status"] == "launch_failed":
-        return "launch_failed"
+    if row["status"] == CellStatus.LAUNCH_FAILED:
+        return CellStatus.LAUNCH_FAILED.value
     if row["per_seed_mean"] is None:
         if row["n_rejected"] and not row["n_non_response"]:
             return f"rej n{row['n_rejected']}"
@@ -103,12 +103,12 @@ def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
         stats = cell_stats([t["seed"] for t in cell_turns], [t["outcome"] for t in cell_turns], settings)
         ends = [t for t in cell_turns if t.get("end")]
         row = {"cell_id": cell_id, **{c: cell.get(c) for c in CONFIG_COLUMNS}, **stats.model_dump()}
-        row["status"] = cell.get("status") if cell.get("status") != "complete" else stats.status
+        row["status"] = cell.get("status") if cell.get("status") != CellStatus.COMPLETE else stats.status
         row["cell_status"] = cell.get("status")
         row["n_turn_records"] = len(cell_turns)
         row["seeds_finished"] = len(ends)
-        row["seeds_capped"] = sum(t["end"] == "turn_cap" for t in ends)
-        row["seeds_looping"] = sum(t["end"] == "loop" for t in ends)
+        row["seeds_capped"] = sum(t["end"] == SeedEnd.TURN_CAP for t in ends)
+        row["seeds_looping"] = sum(t["end"] == SeedEnd.LOOP for t in ends)
         row["task_success"] = (sum(bool(t.get("task_success")) for t in ends) / len(ends)) if ends else None
         row["probe_verdict"] = (cell.get("probe") or {}).get("verdict")
         for key in ("tool_flags", "argv", "image_repo_digests", "tools_sha256", "decoding"):

@@ -5,8 +5,6 @@ The full argv is computed here from the stack definition and is part of the reco
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shlex
 from pathlib import PurePosixPath
 from typing import Literal
@@ -101,7 +99,3 @@ def reproduce_command(argv: list[str], env: dict[str, str]) -> str:
     """A shell line that reproduces the launch by hand."""
     prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(env.items()))
     return (prefix + " " if prefix else "") + shlex.join(argv)
-
-
-def config_hash(payload: object) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]

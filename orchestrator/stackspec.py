@@ -59,7 +59,7 @@ class Probe(_Strict):
 
     path: str
     method: Literal["GET", "POST"] = "GET"
-    body: dict[str, str] | None = Field(None, description="JSON body; values may use {served_name}.")
+    body: dict[str, str | bool | int] | None = Field(None, description="JSON body; strings may use {served_name}.")
     field: str = ""
 
 

@@ -24,11 +24,12 @@ from orchestrator.launchers import LaunchError, ServerHandle, auth_headers, clea
 from orchestrator.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
 from orchestrator.modes import injects_hint, template_sha256
 from orchestrator.probe import ProbeResult, probe
+from orchestrator.readiness import probe_body
 from orchestrator.registry import load_stack
 from orchestrator.serverconfig import ModelRef, ServerConfig
 from orchestrator.store import RunStore, git_state, host_facts, now, package_versions
 from orchestrator.tasks import load_suite
-from orchestrator.types import TurnRecord
+from orchestrator.types import CellStatus, TurnRecord
 
 
 def new_run_id(matrix: Matrix) -> str:
@@ -96,7 +97,8 @@ class Sweep:
                     cell.cell_id: [s for s in cell.seeds if (cell.cell_id, s[1]) not in done] for cell in plan.cells
                 }
                 finished = all(not seeds for seeds in pending.values()) and all(
-                    (self.store.read_cell(c.cell_id) or {}).get("status") in ("complete", "launch_failed")
+                    (self.store.read_cell(c.cell_id) or {}).get("status")
+                    in (CellStatus.COMPLETE, CellStatus.LAUNCH_FAILED)
                     for c in plan.cells
                 )
                 if not finished:
@@ -146,7 +148,7 @@ class Sweep:
                     cell.cell_id,
                     {
                         **self.cell_config(cell, None, None, None),
-                        "status": "launch_failed",
+                        "status": CellStatus.LAUNCH_FAILED.value,
                         "error": str(exc),
                         "log_tail": getattr(exc, "log_tail", None),
                         "reproduce": getattr(exc, "command", None),
@@ -156,10 +158,9 @@ class Sweep:
     def prepare_model(self, handle: ServerHandle, config: ServerConfig) -> None:
         spec = load_stack(config.stack)
         if spec.pull is not None:
-            body = {k: v.replace("{served_name}", config.model.name) for k, v in (spec.pull.body or {}).items()}
             httpx.post(
                 handle.base_url + spec.pull.path,
-                json={**body, "stream": False},
+                json=probe_body(spec.pull, config.model.name),
                 headers=auth_headers(spec),
                 timeout=self.matrix.timeouts.ready_s,
             )
@@ -224,7 +225,7 @@ class Sweep:
         task: Any,
     ) -> None:
         base = self.cell_config(cell, handle, config, probe_result)
-        self.store.write_cell(cell.cell_id, {**base, "status": "running", "started": now()})
+        self.store.write_cell(cell.cell_id, {**base, "status": CellStatus.RUNNING.value, "started": now()})
         spec = load_stack(cell.stack.stack)
 
         def one(seed: tuple[str, str]) -> None:
@@ -260,7 +261,7 @@ class Sweep:
         else:
             for seed in seeds:
                 one(seed)
-        self.store.write_cell(cell.cell_id, {**base, "status": "complete", "finished": now()})
+        self.store.write_cell(cell.cell_id, {**base, "status": CellStatus.COMPLETE.value, "finished": now()})
 
 
 def start_run(matrix: Matrix, matrix_path: Path, matrix_sha256: str, results_dir: Path) -> RunStore:

@@ -26,6 +26,26 @@ class Outcome(StrEnum):
 INELIGIBLE_OUTCOMES: frozenset[Outcome] = frozenset({Outcome.REJECTED_REQUEST, Outcome.NON_RESPONSE})
 
 
+class SeedEnd(StrEnum):
+    """Why a seed's agent loop stopped (recorded on its last turn)."""
+
+    SUBMITTED = "submitted"
+    PROSE = "prose"
+    UNPARSEABLE = "unparseable"
+    REJECTED = "rejected"
+    RETRIES_EXHAUSTED = "retries_exhausted"
+    TURN_CAP = "turn_cap"
+    LOOP = "loop"
+
+
+class CellStatus(StrEnum):
+    """Where a cell of a run stands."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    LAUNCH_FAILED = "launch_failed"
+
+
 class ToolsMode(StrEnum):
     """How tools reach the model."""
 
@@ -108,5 +128,5 @@ class TurnRecord(BaseModel):
     calls: list[ParsedCall] = Field(default_factory=list)
     text_call_recoverable: bool = False
     raw_body: Any = Field(None, description="The full reply body, kept so outcomes can be recomputed.")
-    end: str | None = Field(None, description="Why the seed ended on this turn, if it did.")
+    end: SeedEnd | None = Field(None, description="Why the seed ended on this turn, if it did.")
     task_success: bool | None = Field(None, description="On a submit turn: was the answer right?")

@@ -85,8 +85,15 @@ def test_smoke_matrix_end_to_end(tmp_path: Path, docker_client, llama_server_bin
         assert again[column].tolist() == long[column].tolist(), column
     # Every seed ended for a stated reason.
     ends = [json.loads(line).get("end") for line in (run / "turns.jsonl").read_text().splitlines()]
-    assert {e for e in ends if e} <= {"submitted", "prose", "unparseable", "rejected", "retries_exhausted",
-                                      "turn_cap", "loop"}
+    assert {e for e in ends if e} <= {
+        "submitted",
+        "prose",
+        "unparseable",
+        "rejected",
+        "retries_exhausted",
+        "turn_cap",
+        "loop",
+    }
     paper = pd.read_csv(run / "report" / "serving_modes__llamacpp-jinja.csv")
     assert list(paper.columns)[:4] == ["model", "native_seed", "native_lo", "native_hi"]
     assert not docker_client.containers.list(all=True, filters={"label": "toolcall-matrix.managed=true"})
