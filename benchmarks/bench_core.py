@@ -18,9 +18,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.classify import classify
-from orchestrator.registry import load_stack
-from orchestrator.stats import BootstrapSettings, bootstrap_mean_interval
+from orchestrator.core.classify import classify
+from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval
+from orchestrator.serving.registry import load_stack
 from tests import bodies as b
 
 

@@ -14,11 +14,11 @@ from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.classify import classify
-from orchestrator.jsonl import InputError, read_jsonl
-from orchestrator.registry import UnknownStackError, load_stack
-from orchestrator.stats import BootstrapSettings, cell_table
-from orchestrator.types import ToolsMode, TransportError
+from orchestrator.core.classify import classify
+from orchestrator.core.jsonl import InputError, read_jsonl
+from orchestrator.core.stats import BootstrapSettings, cell_table
+from orchestrator.core.types import ToolsMode, TransportError
+from orchestrator.serving.registry import UnknownStackError, load_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure tool calling per serving stack.")
 console = Console()
@@ -150,7 +150,7 @@ def assets_command(
     model: Annotated[list[str] | None, typer.Option(help="Model assets (default: the CPU matrix models).")] = None,
 ) -> None:
     """Provision the CPU assets (cached, keyed by version) and record their digests."""
-    from orchestrator import assets
+    from orchestrator.serving import assets
 
     wanted = set(what or ["all"])
     known = {"all", "models", "llama-server", "image", "vllm", "hf"}
@@ -199,9 +199,9 @@ def probe_command(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """One single-turn tools= request per (stack config, model): status, calls, verdict."""
-    from orchestrator.build import server_config
-    from orchestrator.launchers import LaunchError, install_termination_handler, running_server
-    from orchestrator.probe import probe
+    from orchestrator.serving.build import server_config
+    from orchestrator.serving.launchers import LaunchError, install_termination_handler, running_server
+    from orchestrator.serving.probe import probe
 
     install_termination_handler()
     results = []
@@ -260,7 +260,7 @@ def cleanup_command(
     run_id: Annotated[str | None, typer.Option(help="Only what this run started.")] = None,
 ) -> None:
     """Remove containers and processes a crashed run left behind (by label / recorded PID)."""
-    from orchestrator.launchers import cleanup
+    from orchestrator.serving.launchers import cleanup
 
     removed = cleanup(run_id)
     for line in removed:
@@ -274,7 +274,7 @@ def compose_command(
     check: Annotated[bool, typer.Option("--check", help="Exit 1 when compose/ drifted from stacks/.")] = False,
 ) -> None:
     """Render the GPU-host compose files from the stack definitions."""
-    from orchestrator import compose
+    from orchestrator.serving import compose
 
     if write:
         for path in compose.write_all():
@@ -293,7 +293,7 @@ def compose_command(
 
 
 def _load_matrix(path: Path):
-    from orchestrator.matrix import MatrixError, load_matrix
+    from orchestrator.runner.matrix import MatrixError, load_matrix
 
     try:
         return load_matrix(path)
@@ -304,7 +304,7 @@ def _load_matrix(path: Path):
 @app.command("validate")
 def validate_command(matrix_file: Annotated[Path, typer.Argument(help="matrices/*.yaml")]) -> None:
     """Check a matrix file and print the servers and cells it expands to; runs nothing."""
-    from orchestrator.matrix import expand
+    from orchestrator.runner.matrix import expand
 
     matrix, digest = _load_matrix(matrix_file)
     plans = expand(matrix)
@@ -326,8 +326,8 @@ def validate_command(matrix_file: Annotated[Path, typer.Argument(help="matrices/
 
 
 def _print_wide(store_dir: Path) -> None:
-    from orchestrator.report import write_report
-    from orchestrator.store import RunStore
+    from orchestrator.analysis.report import write_report
+    from orchestrator.runner.store import RunStore
 
     _long, wide, written = write_report(RunStore(store_dir))
     view = Table(title=f"per-seed fidelity % [95% CI] n eligible turns — {store_dir.name}")
@@ -347,10 +347,10 @@ def matrix_command(
     results: Annotated[Path, typer.Option(help="Where runs are stored.")] = Path("results"),
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
-    from orchestrator.launchers import install_termination_handler
-    from orchestrator.matrix import Matrix
-    from orchestrator.store import StoreError, now
-    from orchestrator.sweep import Sweep, resume_run, start_run
+    from orchestrator.runner.matrix import Matrix
+    from orchestrator.runner.store import StoreError, now
+    from orchestrator.runner.sweep import Sweep, resume_run, start_run
+    from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
     if resume is not None:
@@ -381,8 +381,8 @@ def report_command(
     reclassify: Annotated[bool, typer.Option("--reclassify", help="Recompute outcomes from raw answers.")] = False,
 ) -> None:
     """Long and wide tables (CSV, Parquet, Markdown, HTML) and the paper-compatible CSV, from stored results."""
-    from orchestrator.report import write_report
-    from orchestrator.store import RunStore, StoreError
+    from orchestrator.analysis.report import write_report
+    from orchestrator.runner.store import RunStore, StoreError
 
     try:
         _long, wide, written = write_report(RunStore(run_dir), do_reclassify=reclassify)

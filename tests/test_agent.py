@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.agent import SeedContext, run_seed
-from orchestrator.build import server_config
-from orchestrator.chatapi import Decoding
-from orchestrator.launchers import free_port, running_server
-from orchestrator.registry import load_stack
-from orchestrator.tasks import load_suite
-from orchestrator.types import ToolsMode, TurnRecord
+from orchestrator.core.types import ToolsMode, TurnRecord
+from orchestrator.runner.agent import SeedContext, run_seed
+from orchestrator.runner.tasks import load_suite
+from orchestrator.serving.build import server_config
+from orchestrator.serving.chatapi import Decoding
+from orchestrator.serving.launchers import free_port, running_server
+from orchestrator.serving.registry import load_stack
 from tests.conftest import REPLAY_DIR
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.classify import classify
-from orchestrator.registry import load_stack
-from orchestrator.types import Outcome, TransportError
+from orchestrator.core.classify import classify
+from orchestrator.core.types import Outcome, TransportError
+from orchestrator.serving.registry import load_stack
 from tests import bodies as b
 
 FENCED_CALL = '```json\n{"name": "pod_status", "arguments": {"name": "api-1"}}\n```'

@@ -7,10 +7,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.classify import classify
-from orchestrator.registry import load_stack, stack_names
-from orchestrator.textcalls import extract_text_calls
-from orchestrator.types import Outcome, ToolsMode, TransportError
+from orchestrator.core.classify import classify
+from orchestrator.core.textcalls import extract_text_calls
+from orchestrator.core.types import Outcome, ToolsMode, TransportError
+from orchestrator.serving.registry import load_stack, stack_names
 from tests import bodies as b
 
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.assets import cache_root
-from orchestrator.build import server_config
-from orchestrator.launchers import LaunchError, cleanup, start_server
-from orchestrator.serverconfig import ModelRef
+from orchestrator.serving.assets import cache_root
+from orchestrator.serving.build import server_config
+from orchestrator.serving.launchers import LaunchError, cleanup, start_server
+from orchestrator.serving.serverconfig import ModelRef
 from tests.conftest import REPLAY_DIR
 
 
@@ -119,8 +119,8 @@ def test_sigterm_during_docker_start_leaves_no_container(docker_client, llama_se
 def test_cleanup_removes_what_a_sigkilled_run_left(docker_client, replay_env: dict[str, str]) -> None:
     # A run killed with SIGKILL cannot tear down: its server and PID record stay behind.
     script = (
-        "from orchestrator.build import server_config\n"
-        "from orchestrator.launchers import start_server\n"
+        "from orchestrator.serving.build import server_config\n"
+        "from orchestrator.serving.launchers import start_server\n"
         f"c = server_config(stack='ollama', tool_config=None, launcher='process', model='phi3',"
         f" binary={str(REPLAY_DIR / 'ollama')!r}, ready_timeout_s=30)\n"
         "h = start_server(c, run_id='test-orphan')\n"

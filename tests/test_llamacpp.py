@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build import server_config
-from orchestrator.launchers import running_server
-from orchestrator.probe import probe
-from orchestrator.registry import load_stack
-from orchestrator.types import Outcome
+from orchestrator.core.types import Outcome
+from orchestrator.serving.build import server_config
+from orchestrator.serving.launchers import running_server
+from orchestrator.serving.probe import probe
+from orchestrator.serving.registry import load_stack
 
 pytestmark = pytest.mark.integration
 QWEN = "qwen2.5-coder-0.5b-instruct"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.matrix import MatrixError, expand, load_matrix
-from orchestrator.registry import REPO_ROOT
+from orchestrator.runner.matrix import MatrixError, expand, load_matrix
+from orchestrator.serving.registry import REPO_ROOT
 
 GOOD = """\
 name: t

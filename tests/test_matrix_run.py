@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.assets import cache_root
-from orchestrator.matrix import expand, load_matrix
-from orchestrator.registry import REPO_ROOT
+from orchestrator.runner.matrix import expand, load_matrix
+from orchestrator.serving.assets import cache_root
+from orchestrator.serving.registry import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 ENV = {**os.environ, "COLUMNS": "250"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from orchestrator.build import server_config
-from orchestrator.launchers import running_server
-from orchestrator.probe import probe
-from orchestrator.types import Outcome
+from orchestrator.core.types import Outcome
+from orchestrator.serving.build import server_config
+from orchestrator.serving.launchers import running_server
+from orchestrator.serving.probe import probe
 from tests import bodies as b
 from tests.conftest import REPLAY_DIR
 

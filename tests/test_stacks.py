@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from orchestrator import compose
-from orchestrator.registry import UnknownStackError, load_stack, stack_names
-from orchestrator.serverconfig import ModelRef, ServerConfig, server_argv
-from orchestrator.stackspec import render_args
+from orchestrator.serving import compose
+from orchestrator.serving.registry import UnknownStackError, load_stack, stack_names
+from orchestrator.serving.serverconfig import ModelRef, ServerConfig, server_argv
+from orchestrator.serving.stackspec import render_args
 
 
 def test_every_stack_loads_with_its_tool_configs() -> None:
@@ -84,7 +84,8 @@ def test_compose_files_match_the_stack_definitions() -> None:
 def test_pure_core_imports_no_docker_or_http() -> None:
     code = (
         "import sys\n"
-        "import orchestrator.classify, orchestrator.stats, orchestrator.textcalls, orchestrator.types\n"
+        "import orchestrator.core.classify, orchestrator.core.stats\n"
+        "import orchestrator.core.textcalls, orchestrator.core.types\n"
         "bad = [m for m in ('docker', 'httpx') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from orchestrator.stats import BootstrapSettings, bootstrap_mean_interval, cell_stats, cell_table
+from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, cell_stats, cell_table
 
 DATASETS = {
     "paper-like": np.array([0.0, 0.0, 0.1, 0.2, 0.5, 0.6, 0.4, 1.0]),

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from orchestrator.modes import build_request, call_schema, continue_messages, initial_messages, template_sha256
-from orchestrator.registry import REPO_ROOT
-from orchestrator.tasks import answer_correct, execute, load_suite
-from orchestrator.types import Classification, Outcome, ParsedCall, ToolsMode
+from orchestrator.core.types import Classification, Outcome, ParsedCall, ToolsMode
+from orchestrator.runner.modes import build_request, call_schema, continue_messages, initial_messages, template_sha256
+from orchestrator.runner.tasks import answer_correct, execute, load_suite
+from orchestrator.serving.registry import REPO_ROOT
 
 SUITES = ["aggregation", "dependency-chain", "ops"]
 

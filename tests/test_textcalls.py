@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.textcalls import extract_text_calls
+from orchestrator.core.textcalls import extract_text_calls
 
 ARGS = {"name": "api-1"}
 

@@ -95,6 +95,16 @@ class Classification(BaseModel):
     error: ErrorInfo | None = None
 
 
+class RefusalSignature(BaseModel):
+    """A body text by which a stack refuses a request before any model work (data from stacks/*.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    contains: str
+    status: int | None = Field(None, description="Only under this status; null = any status.")
+    detail: str = Field(description="family:reason recorded on the turn, e.g. refused:no_jinja")
+
+
 class TokenCounts(BaseModel):
     prompt: int | None = None
     completion: int | None = None

@@ -13,8 +13,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from orchestrator.registry import REPO_ROOT
-from orchestrator.types import TurnRecord
+from orchestrator.core.types import TurnRecord
+from orchestrator.serving.registry import REPO_ROOT
 
 PACKAGES = ("toolcall-matrix", "pydantic", "httpx", "numpy", "pandas", "docker", "jsonschema", "typer", "jinja2")
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from orchestrator.registry import REPO_ROOT, load_stack, stack_names
-from orchestrator.serverconfig import ModelRef, ServerConfig, server_argv, server_env
-from orchestrator.stackspec import StackSpec
+from orchestrator.serving.registry import REPO_ROOT, load_stack, stack_names
+from orchestrator.serving.serverconfig import ModelRef, ServerConfig, server_argv, server_env
+from orchestrator.serving.stackspec import StackSpec
 
 COMPOSE_DIR = REPO_ROOT / "compose"
 HEADER = "# Rendered from stacks/{name}.yaml by `orchestrate compose --write`: do not edit by hand.\n"

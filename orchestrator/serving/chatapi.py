@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.stackspec import StackSpec
-from orchestrator.types import TokenCounts, TransportError
+from orchestrator.core.types import TokenCounts, TransportError
+from orchestrator.serving.stackspec import StackSpec
 
 
 class Decoding(BaseModel):

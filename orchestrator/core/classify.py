@@ -15,9 +15,16 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from orchestrator.stackspec import RefusalSignature
-from orchestrator.textcalls import ArgumentsNotJSON, decode_arguments, extract_text_calls
-from orchestrator.types import Classification, ErrorInfo, Outcome, ParsedCall, ToolsMode, TransportError
+from orchestrator.core.textcalls import ArgumentsNotJSON, decode_arguments, extract_text_calls
+from orchestrator.core.types import (
+    Classification,
+    ErrorInfo,
+    Outcome,
+    ParsedCall,
+    RefusalSignature,
+    ToolsMode,
+    TransportError,
+)
 
 # Which jsonschema rule failed -> detail reason.
 _SCHEMA_REASONS = {

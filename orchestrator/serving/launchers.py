@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from orchestrator.assets import cache_root
-from orchestrator.readiness import ReadinessTimeout, ServerDied, wait_ready
-from orchestrator.registry import load_stack
-from orchestrator.serverconfig import ServerConfig, reproduce_command, server_argv, server_env
-from orchestrator.stackspec import StackSpec, render_args
+from orchestrator.serving.assets import cache_root
+from orchestrator.serving.readiness import ReadinessTimeout, ServerDied, wait_ready
+from orchestrator.serving.registry import load_stack
+from orchestrator.serving.serverconfig import ServerConfig, reproduce_command, server_argv, server_env
+from orchestrator.serving.stackspec import StackSpec, render_args
 
 LABEL_MANAGED = "toolcall-matrix.managed"
 LABEL_RUN = "toolcall-matrix.run-id"

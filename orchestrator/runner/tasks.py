@@ -17,8 +17,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from orchestrator.classify import tools_by_name, validate_call
-from orchestrator.types import ParsedCall
+from orchestrator.core.classify import tools_by_name, validate_call
+from orchestrator.core.types import ParsedCall
 
 
 class _Strict(BaseModel):
@@ -117,7 +117,7 @@ class SuiteError(ValueError):
 
 
 def seeds_dir() -> Path:
-    from orchestrator.registry import REPO_ROOT
+    from orchestrator.serving.registry import REPO_ROOT
 
     return REPO_ROOT / "seeds"
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from orchestrator.tasks import ToolResult
-from orchestrator.types import Classification, ParsedCall, ToolsMode
+from orchestrator.core.types import Classification, ParsedCall, ToolsMode
+from orchestrator.runner.tasks import ToolResult
 
 
 @cache

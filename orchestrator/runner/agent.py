@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import httpx
 
-from orchestrator.chatapi import Decoding, build_payload, post_chat, token_counts
-from orchestrator.classify import classify
-from orchestrator.modes import build_request, continue_messages, initial_messages, injects_hint
-from orchestrator.stackspec import StackSpec
-from orchestrator.tasks import Suite, answer_correct, execute
-from orchestrator.types import Outcome, SeedEnd, ToolsMode, TurnRecord
+from orchestrator.core.classify import classify
+from orchestrator.core.types import Outcome, SeedEnd, ToolsMode, TurnRecord
+from orchestrator.runner.modes import build_request, continue_messages, initial_messages, injects_hint
+from orchestrator.runner.tasks import Suite, answer_correct, execute
+from orchestrator.serving.chatapi import Decoding, build_payload, post_chat, token_counts
+from orchestrator.serving.stackspec import StackSpec
 
 
 @dataclass(frozen=True)

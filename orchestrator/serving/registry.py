@@ -10,9 +10,9 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from orchestrator.stackspec import StackSpec
+from orchestrator.serving.stackspec import StackSpec
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def stacks_dir() -> Path:

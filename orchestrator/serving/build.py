@@ -3,10 +3,10 @@ provisioning the cached CPU assets it needs (binary, virtualenv, model files).""
 
 from __future__ import annotations
 
-from orchestrator.assets import Progress, ensure_llama_server, ensure_vllm_venv, resolve_model
-from orchestrator.registry import load_stack
-from orchestrator.serverconfig import LauncherKind, ModelRef, ServerConfig
-from orchestrator.stackspec import Host
+from orchestrator.serving.assets import Progress, ensure_llama_server, ensure_vllm_venv, resolve_model
+from orchestrator.serving.registry import load_stack
+from orchestrator.serving.serverconfig import LauncherKind, ModelRef, ServerConfig
+from orchestrator.serving.stackspec import Host
 
 
 def server_config(

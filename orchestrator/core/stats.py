@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.types import Outcome
+from orchestrator.core.types import Outcome
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_RNG_SEED = 20260926

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.stackspec import Host, StackSpec, render_args
+from orchestrator.serving.stackspec import Host, StackSpec, render_args
 
 LauncherKind = Literal["docker", "process", "attach"]
 

@@ -10,14 +10,14 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel
 
-from orchestrator.chatapi import Decoding, build_payload, post_chat
-from orchestrator.classify import classify
-from orchestrator.launchers import ServerHandle, auth_headers
-from orchestrator.readiness import server_facts
-from orchestrator.registry import load_stack
-from orchestrator.serverconfig import ServerConfig
-from orchestrator.textcalls import extract_text_calls
-from orchestrator.types import Classification, Outcome, ToolsMode
+from orchestrator.core.classify import classify
+from orchestrator.core.textcalls import extract_text_calls
+from orchestrator.core.types import Classification, Outcome, ToolsMode
+from orchestrator.serving.chatapi import Decoding, build_payload, post_chat
+from orchestrator.serving.launchers import ServerHandle, auth_headers
+from orchestrator.serving.readiness import server_facts
+from orchestrator.serving.registry import load_stack
+from orchestrator.serving.serverconfig import ServerConfig
 
 Verdict = Literal["rejected", "text_only", "native_ok", "prose", "no_response"]
 

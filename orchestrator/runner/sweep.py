@@ -17,19 +17,19 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from orchestrator.agent import SeedContext, run_seed
-from orchestrator.assets import AssetError, resolve_model
-from orchestrator.build import server_config
-from orchestrator.launchers import LaunchError, ServerHandle, auth_headers, cleanup, running_server
-from orchestrator.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
-from orchestrator.modes import injects_hint, template_sha256
-from orchestrator.probe import ProbeResult, probe
-from orchestrator.readiness import probe_body
-from orchestrator.registry import load_stack
-from orchestrator.serverconfig import ModelRef, ServerConfig
-from orchestrator.store import RunStore, git_state, host_facts, now, package_versions
-from orchestrator.tasks import load_suite
-from orchestrator.types import CellStatus, TurnRecord
+from orchestrator.core.types import CellStatus, TurnRecord
+from orchestrator.runner.agent import SeedContext, run_seed
+from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
+from orchestrator.runner.modes import injects_hint, template_sha256
+from orchestrator.runner.store import RunStore, git_state, host_facts, now, package_versions
+from orchestrator.runner.tasks import load_suite
+from orchestrator.serving.assets import AssetError, resolve_model
+from orchestrator.serving.build import server_config
+from orchestrator.serving.launchers import LaunchError, ServerHandle, auth_headers, cleanup, running_server
+from orchestrator.serving.probe import ProbeResult, probe
+from orchestrator.serving.readiness import probe_body
+from orchestrator.serving.registry import load_stack
+from orchestrator.serving.serverconfig import ModelRef, ServerConfig
 
 
 def new_run_id(matrix: Matrix) -> str:

@@ -11,13 +11,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from orchestrator.chatapi import Decoding
-from orchestrator.registry import UnknownStackError, load_stack
-from orchestrator.serverconfig import LauncherKind
-from orchestrator.stackspec import Host
-from orchestrator.stats import BootstrapSettings
-from orchestrator.tasks import SuiteError, load_suite
-from orchestrator.types import ToolsMode
+from orchestrator.core.stats import BootstrapSettings
+from orchestrator.core.types import ToolsMode
+from orchestrator.runner.tasks import SuiteError, load_suite
+from orchestrator.serving.chatapi import Decoding
+from orchestrator.serving.registry import UnknownStackError, load_stack
+from orchestrator.serving.serverconfig import LauncherKind
+from orchestrator.serving.stackspec import Host
 
 
 class _Strict(BaseModel):

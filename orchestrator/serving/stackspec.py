@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.core.types import RefusalSignature
+
 Host = Literal["cpu", "gpu"]
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
@@ -36,14 +38,6 @@ class ImageRef(_Strict):
     @property
     def tagged(self) -> str:
         return f"{self.repository}:{self.tag}"
-
-
-class RefusalSignature(_Strict):
-    """A body text by which the stack refuses a request before any model work."""
-
-    contains: str
-    status: int | None = Field(None, description="Only under this status; null = any status.")
-    detail: str = Field(description="family:reason recorded on the turn, e.g. refused:no_jinja")
 
 
 class ToolConfig(_Strict):

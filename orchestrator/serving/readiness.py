@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from orchestrator.stackspec import Probe, StackSpec, render_args
+from orchestrator.serving.stackspec import Probe, StackSpec, render_args
 
 
 class ServerDied(RuntimeError):

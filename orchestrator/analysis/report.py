@@ -9,11 +9,11 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.classify import classify
-from orchestrator.registry import load_stack
-from orchestrator.stats import BootstrapSettings, cell_stats
-from orchestrator.store import RunStore
-from orchestrator.types import CellStatus, SeedEnd, TransportError
+from orchestrator.core.classify import classify
+from orchestrator.core.stats import BootstrapSettings, cell_stats
+from orchestrator.core.types import CellStatus, SeedEnd, TransportError
+from orchestrator.runner.store import RunStore
+from orchestrator.serving.registry import load_stack
 
 CONFIG_COLUMNS = [
     "stack_label",

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from orchestrator.registry import REPO_ROOT
-from orchestrator.serverconfig import ModelRef
+from orchestrator.serving.registry import REPO_ROOT
+from orchestrator.serving.serverconfig import ModelRef
 
 SCRIPTS = REPO_ROOT / "scripts"
 Progress = Callable[[str], None]
@@ -199,7 +199,7 @@ BASE_IMAGE = "toolcall-matrix/debian-base:bookworm"
 
 def ensure_llama_image(progress: Progress = print) -> AssetRecord:
     """The llama-server CPU image: FROM a debootstrap base, with the cached binary copied in."""
-    from orchestrator.registry import load_stack
+    from orchestrator.serving.registry import load_stack
 
     image = load_stack("llamacpp").images["cpu"]
     binary = ensure_llama_server(progress)
@@ -225,7 +225,7 @@ def record_assets(records: list[AssetRecord]) -> Path:
 
 def resolve_model(stack: str, name: str, path: str | None = None, progress: Progress = print) -> ModelRef:
     """The model as this stack loads it: the GGUF file, the HF directory converted from it, or a tag."""
-    from orchestrator.registry import load_stack
+    from orchestrator.serving.registry import load_stack
 
     spec = load_stack(stack)
     if path is not None or spec.model_source in ("ollama_tag", "remote"):

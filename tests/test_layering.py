@@ -1,0 +1,81 @@
+"""The package's import direction runs one way: core <- serving <- runner <- analysis <- cli.
+
+Every import is checked, including those inside functions: a lazy import that points upwards is still a
+dependency the wrong way round. The pure core also never imports Docker or HTTP clients.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "orchestrator"
+RANK = {"core": 0, "serving": 1, "runner": 2, "analysis": 3, "cli": 4, "__main__": 5}
+CORE_FORBIDDEN = ("docker", "httpx", "subprocess", "socket", "typer", "rich")
+
+
+def layer_of(module: str) -> str | None:
+    """'orchestrator.runner.sweep' -> 'runner'; None for the package root itself."""
+    parts = module.split(".")
+    if parts[0] != "orchestrator" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+            if node.module == "orchestrator":  # `from orchestrator import runner`
+                found += [(node.lineno, f"orchestrator.{alias.name}") for alias in node.names]
+    return found
+
+
+def modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def own_layer(path: Path) -> str:
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+def test_every_module_lives_in_a_layer() -> None:
+    loose = [p.name for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "cli", "__main__")]
+    assert loose == [], f"modules outside a layer folder: {loose}"
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down_the_layers(path: Path) -> None:
+    mine = own_layer(path)
+    if mine == "__init__":
+        return
+    wrong = []
+    for line, module in imports_of(path):
+        target = layer_of(module)
+        if target is None or target not in RANK:
+            continue
+        if RANK[target] > RANK[mine]:
+            wrong.append(f"{path.name}:{line} ({mine}) imports {module} ({target})")
+    assert wrong == []
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "core").rglob("*.py")), ids=lambda p: p.name)
+def test_core_does_no_io_imports(path: Path) -> None:
+    bad = [f"{path.name}:{line} {m}" for line, m in imports_of(path) if m.split(".")[0] in CORE_FORBIDDEN]
+    assert bad == []
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    """The checker itself can fail: a lazy upward import inside a function is found."""
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f():\n    from orchestrator.runner.sweep import Sweep\n    return Sweep\n")
+    found = imports_of(sample)
+    assert (2, "orchestrator.runner.sweep") in found
+    assert RANK[layer_of("orchestrator.runner.sweep") or ""] > RANK["core"]
