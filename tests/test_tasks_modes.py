@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from orchestrator.core.modes import call_schema
 from orchestrator.core.types import Classification, Outcome, ParsedCall, ToolsMode
-from orchestrator.runner.modes import build_request, call_schema, continue_messages, initial_messages, template_sha256
+from orchestrator.runner.modes import build_request, continue_messages, initial_messages, template_sha256
 from orchestrator.runner.tasks import answer_correct, execute, load_suite
 from orchestrator.serving.registry import REPO_ROOT
 

@@ -15,6 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from orchestrator.core.modes import mode_of
 from orchestrator.core.textcalls import ArgumentsNotJSON, decode_arguments, extract_text_calls
 from orchestrator.core.types import (
     Classification,
@@ -158,9 +159,9 @@ def classify(
     transport_error: TransportError | None = None,
 ) -> Classification:
     """One exchange -> exactly one outcome with a family:reason detail."""
-    mode = ToolsMode(mode)  # configuration, validated upstream; only replies are untrusted here
-    server_path = mode in (ToolsMode.NATIVE, ToolsMode.NATIVE_HINT)
-    path = "server" if server_path else "harness"
+    rules = mode_of(mode)  # configuration, validated upstream; only replies are untrusted here
+    server_path = rules.parse_path == "server"
+    path = rules.parse_path
 
     def verdict(outcome: Outcome, detail: str | None, **extra: Any) -> Classification:
         return Classification(outcome=outcome, detail=detail, parse_path=extra.pop("parse_path", path), **extra)
@@ -201,7 +202,7 @@ def classify(
         outcome, detail = _judge_calls(parsed, tools_by_name(tools))
         return verdict(outcome, detail, parse_path="server", calls=parsed, **base)
 
-    if mode is ToolsMode.NATIVE:
+    if not rules.reads_text_calls:
         if text.attempted:
             return verdict(Outcome.UNPARSEABLE_TEXT, "parse:call_in_text", text_call_recoverable=text.ok, **base)
     elif text.attempted:

@@ -36,6 +36,12 @@ class SeedEnd(StrEnum):
     RETRIES_EXHAUSTED = "retries_exhausted"
     TURN_CAP = "turn_cap"
     LOOP = "loop"
+    CONTEXT_OVERFLOW = "context_overflow"  # the conversation outgrew the server's context: refused, not a model failure
+    SERVER_DIED = "server_died"  # the server process died: not a finished seed; the sweep reruns it
+
+
+# Seeds that never ran as a task (the stack refused, or died under it): kept out of task success.
+UNRAN_SEED_ENDS: frozenset[SeedEnd] = frozenset({SeedEnd.REJECTED, SeedEnd.RETRIES_EXHAUSTED, SeedEnd.SERVER_DIED})
 
 
 class CellStatus(StrEnum):
@@ -44,6 +50,7 @@ class CellStatus(StrEnum):
     RUNNING = "running"
     COMPLETE = "complete"
     LAUNCH_FAILED = "launch_failed"
+    SERVER_DIED = "server_died"  # the server died under the cell, was restarted once, and died again
 
 
 class ToolsMode(StrEnum):
@@ -93,6 +100,11 @@ class Classification(BaseModel):
     raw_tool_calls: Any = None
     text_call_recoverable: bool = False
     error: ErrorInfo | None = None
+    retryable: bool = Field(
+        False, description="No model output arrived and another attempt may get one (transport, 5xx, 429)."
+    )
+    finish_reason: str | None = Field(None, description="Why generation stopped, as the stack said it.")
+    flags: list[str] = Field(default_factory=list, description="family:reason facts beside the outcome.")
 
 
 class RefusalSignature(BaseModel):
@@ -138,5 +150,9 @@ class TurnRecord(BaseModel):
     calls: list[ParsedCall] = Field(default_factory=list)
     text_call_recoverable: bool = False
     raw_body: Any = Field(None, description="The full reply body, kept so outcomes can be recomputed.")
+    finish_reason: str | None = Field(None, description="Why generation stopped (length = cut at max_tokens).")
+    flags: list[str] = Field(default_factory=list, description="e.g. truncated:max_tokens, constraint:violated")
+    seed_attempt: int = Field(0, ge=0, description="Which run of this seed (a seed whose server died is rerun).")
+    superseded: bool = Field(False, description="A later run of the seed replaces this record; not counted.")
     end: SeedEnd | None = Field(None, description="Why the seed ended on this turn, if it did.")
     task_success: bool | None = Field(None, description="On a submit turn: was the answer right?")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import httpx
 
 from orchestrator.core.classify import classify
+from orchestrator.core.modes import mode_of
 from orchestrator.core.types import Outcome, SeedEnd, ToolsMode, TurnRecord
 from orchestrator.runner.modes import build_request, continue_messages, initial_messages, injects_hint
 from orchestrator.runner.tasks import Suite, answer_correct, execute
@@ -127,7 +128,7 @@ def run_seed(
             signature = json.dumps([[c.name, c.arguments] for c in verdict.calls], sort_keys=True, default=str)
             recent_calls = [*recent_calls[-(ctx.loop_repeats - 1) :], signature]
             looping = (
-                ctx.mode is ToolsMode.CONSTRAINED
+                mode_of(ctx.mode).detects_loops
                 and len(recent_calls) == ctx.loop_repeats
                 and len(set(recent_calls)) == 1
             )

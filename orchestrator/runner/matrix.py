@@ -4,13 +4,13 @@ and expanded into servers and cells before anything starts."""
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from orchestrator.core.cell import CellKey, slug
 from orchestrator.core.stats import BootstrapSettings
 from orchestrator.core.types import ToolsMode
 from orchestrator.runner.tasks import SuiteError, load_suite
@@ -184,12 +184,12 @@ class ServerPlan(BaseModel):
     cells: list[Cell]
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+def cell_key(stack: StackEntry, model: ModelEntry, mode: ToolsMode) -> CellKey:
+    return CellKey(stack_config=stack.label, model=model.name, tools_mode=mode)
 
 
 def cell_id(stack: StackEntry, model: ModelEntry, mode: ToolsMode) -> str:
-    return _slug(f"{stack.label}__{model.name}__{mode.value}")
+    return cell_key(stack, model, mode).cell_id
 
 
 def expand(matrix: Matrix) -> list[ServerPlan]:
@@ -219,7 +219,7 @@ def expand(matrix: Matrix) -> list[ServerPlan]:
                         )
                         position += 1
             if cells:
-                server_id = _slug(stack.label + ("__" + group[0].name if per_model else ""))
+                server_id = slug(stack.label + ("__" + group[0].name if per_model else ""))
                 plans.append(ServerPlan(server_id=server_id, stack=stack, models=group, cells=cells))
     return plans
 

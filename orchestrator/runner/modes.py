@@ -1,11 +1,6 @@
-"""The mode axis: one pure (build request, continue conversation) pair per mode.
-
-- native: only `tools=`; the stack's own tool_calls are the calls.
-- native+hint: `tools=` plus the tool list and the JSON call format in the system prompt.
-- text-tools: no `tools=`; tool list and format in the prompt; calls parsed from the text.
-- constrained: no `tools=`; decoding constrained (the stack's own knob) to a JSON schema whose tool-name
-  field is an enum of the offered tools.
-Prompts are jinja2 templates in orchestrator/templates; their hashes are recorded with every cell.
+"""Prompts and conversation shape for each mode: renders the jinja2 templates a mode names
+(orchestrator/templates; their hashes are recorded with every cell) and continues the conversation in the
+form the mode's parse path used. The rules themselves live in one `Mode` object each (core/modes.py).
 """
 
 from __future__ import annotations
@@ -18,6 +13,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from orchestrator.core.modes import mode_of
 from orchestrator.core.types import Classification, ParsedCall, ToolsMode
 from orchestrator.runner.tasks import ToolResult
 
@@ -38,38 +34,15 @@ def _source(name: str) -> str:
     return loader.get_source(_env(), name)[0]
 
 
-TEMPLATES_BY_MODE: dict[ToolsMode, tuple[str, ...]] = {
-    ToolsMode.NATIVE: ("tool_result.j2",),
-    ToolsMode.NATIVE_HINT: ("tool_list.j2", "tool_result.j2"),
-    ToolsMode.TEXT_TOOLS: ("tool_list.j2", "tool_result.j2"),
-    ToolsMode.CONSTRAINED: ("constrained.j2", "tool_result.j2"),
-}
-
-
 def template_sha256(mode: ToolsMode) -> str:
     digest = hashlib.sha256()
-    for name in TEMPLATES_BY_MODE[mode]:
+    for name in mode_of(mode).templates:
         digest.update(name.encode() + b"\0" + _source(name).encode())
     return digest.hexdigest()
 
 
-def sends_tools(mode: ToolsMode) -> bool:
-    return mode in (ToolsMode.NATIVE, ToolsMode.NATIVE_HINT)
-
-
 def injects_hint(mode: ToolsMode) -> bool:
-    return mode is not ToolsMode.NATIVE
-
-
-def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """The constrained-decoding schema: a tool name from an enum, and an arguments object."""
-    names = [tool["function"]["name"] for tool in tools]
-    return {
-        "type": "object",
-        "properties": {"name": {"type": "string", "enum": names}, "arguments": {"type": "object"}},
-        "required": ["name", "arguments"],
-        "additionalProperties": False,
-    }
+    return mode_of(mode).hint
 
 
 @dataclass(frozen=True)
@@ -82,20 +55,17 @@ class Request:
 def initial_messages(
     mode: ToolsMode, system_prompt: str, user_request: str, tools: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    if mode is ToolsMode.NATIVE:
-        system = system_prompt
-    elif mode is ToolsMode.CONSTRAINED:
-        system = _env().get_template("constrained.j2").render(system_prompt=system_prompt, tools=tools)
-    else:
-        system = _env().get_template("tool_list.j2").render(system_prompt=system_prompt, tools=tools)
+    template = mode_of(mode).system_template
+    system = system_prompt if template is None else _env().get_template(template).render(
+        system_prompt=system_prompt, tools=tools
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": user_request}]
 
 
 def build_request(mode: ToolsMode, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Request:
+    rules = mode_of(mode)
     return Request(
-        messages=messages,
-        tools=tools if sends_tools(mode) else None,
-        response_schema=call_schema(tools) if mode is ToolsMode.CONSTRAINED else None,
+        messages=messages, tools=tools if rules.sends_tools else None, response_schema=rules.response_schema(tools)
     )
 
 

@@ -6,8 +6,10 @@ The payload builders are pure; `post_chat` is the only I/O. A transport failure 
 
 from __future__ import annotations
 
+import email.utils
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -91,6 +93,7 @@ class ChatExchange:
     body: Any
     transport_error: TransportError | None
     latency_s: float
+    retry_after_s: float | None = None  # the server's Retry-After header, in seconds, when it sent one
 
 
 def post_chat(client: httpx.Client, url: str, payload: dict[str, Any], timeout_s: float) -> ChatExchange:
@@ -100,12 +103,30 @@ def post_chat(client: httpx.Client, url: str, payload: dict[str, Any], timeout_s
         reply = client.post(url, json=payload, timeout=timeout_s)
     except httpx.TimeoutException as exc:
         return ChatExchange(None, None, TransportError(kind="timeout", message=str(exc)), time.monotonic() - start)
-    except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+    except httpx.HTTPError as exc:  # every other transport failure (WriteError, ProxyError, ...) is data too
         kind = "connection" if isinstance(exc, httpx.ConnectError) else "protocol"
-        return ChatExchange(None, None, TransportError(kind=kind, message=str(exc)), time.monotonic() - start)
+        message = f"{type(exc).__name__}: {exc}"
+        return ChatExchange(None, None, TransportError(kind=kind, message=message), time.monotonic() - start)
     latency = time.monotonic() - start
     try:
         body: Any = reply.json()
     except ValueError:
         body = reply.text
-    return ChatExchange(reply.status_code, body, None, latency)
+    return ChatExchange(reply.status_code, body, None, latency, retry_after(reply.headers.get("retry-after")))
+
+
+def retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

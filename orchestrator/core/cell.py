@@ -1,0 +1,55 @@
+"""A cell's identity, in one place: its key (the axes that make it a cell) and its id (a file-safe name).
+
+Today a cell is (stack config, model, tools mode). Later axes (the channel, streaming, tool_choice,
+parallel_tool_calls, the sample index) have a default each; an axis at its default adds nothing to the id,
+so the ids of every run made before the axis existed stay what they were.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.core.types import ToolsMode
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a label."""
+    return _UNSAFE.sub("_", text)
+
+
+class CellKey(BaseModel):
+    """The axes of a cell. The first three always name it; the rest only when not at their default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stack_config: str = Field(description="Stack config label (stack + tool configuration), e.g. vllm-hermes.")
+    model: str
+    tools_mode: ToolsMode
+    channel: Literal["model", "product"] = "model"
+    stream: bool = False
+    tool_choice: str = Field("auto", description="auto | required | none | a tool name.")
+    parallel_tool_calls: bool | None = Field(None, description="None: not sent.")
+    sample: int = Field(0, ge=0, description="Index of a repeated sample of the same cases.")
+
+    @property
+    def cell_id(self) -> str:
+        base = f"{self.stack_config}__{self.model}__{self.tools_mode.value}"
+        return slug(base + "".join(f"__{axis}-{value}" for axis, value in self.extra_axes().items()))
+
+    def extra_axes(self) -> dict[str, object]:
+        """The later axes that differ from their defaults, in declaration order."""
+        return {
+            name: getattr(self, name)
+            for name in LATER_AXES
+            if getattr(self, name) != type(self).model_fields[name].default
+        }
+
+
+# Turn-record fields that group turns into cells (what `stats` and reports group by).
+PRIMARY_AXES: tuple[str, ...] = ("stack_config", "model", "tools_mode")
+LATER_AXES: tuple[str, ...] = ("channel", "stream", "tool_choice", "parallel_tool_calls", "sample")
