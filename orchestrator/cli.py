@@ -18,6 +18,7 @@ from orchestrator.core.classify import classify
 from orchestrator.core.jsonl import InputError, read_jsonl
 from orchestrator.core.stats import BootstrapSettings, cell_table
 from orchestrator.core.types import ToolsMode, TransportError
+from orchestrator.runner.store import counted_turns
 from orchestrator.serving.registry import UnknownStackError, load_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure tool calling per serving stack.")
@@ -54,9 +55,22 @@ class TurnOutcomeRow(BaseModel):
     seed: str | int
     turn: int
     outcome: str
+    cell_id: str | None = None
+    seed_attempt: int = 0
+    superseded: bool = False
+    end: str | None = None
 
 
-_CLASSIFY_FIELDS = {"outcome", "detail", "parse_path", "calls", "text_call_recoverable"}
+_CLASSIFY_FIELDS = {
+    "outcome",
+    "detail",
+    "parse_path",
+    "calls",
+    "text_call_recoverable",
+    "retryable",
+    "finish_reason",
+    "flags",
+}
 
 
 @app.command("classify")
@@ -67,16 +81,17 @@ def classify_command(
     try:
         for number, exchange in read_jsonl(exchanges, Exchange):
             try:
-                refusals = load_stack(exchange.stack).refusals
+                spec = load_stack(exchange.stack)
             except UnknownStackError as exc:
                 raise InputError(f"{exchanges}:{number}: field 'stack': {exc}") from exc
             verdict = classify(
-                refusals=refusals,
+                refusals=spec.refusals,
                 mode=exchange.mode,
                 tools=exchange.tools,
                 http_status=exchange.http_status,
                 body=exchange.body,
                 transport_error=exchange.error,
+                parser_failures=spec.parser_failures,
             )
             row = {"id": exchange.id, **verdict.model_dump(mode="json", include=_CLASSIFY_FIELDS)}
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -104,6 +119,8 @@ def stats_command(
         row["seed"] = str(row["seed"])
         # Turns from a matrix run name their stack config (e.g. vllm-default vs vllm-hermes): keep them apart.
         row["stack_config"] = row["stack_config"] or row["stack"]
+        row["cell_id"] = row["cell_id"] or "|".join(str(row[k]) for k in ("stack_config", "model", "tools_mode"))
+    rows = counted_turns(rows)  # a rerun seed's aborted records are kept on disk, never counted
     keys = ("stack", "stack_config", "model", "tools_mode")
     table = cell_table(rows, BootstrapSettings(resamples=resamples, rng_seed=rng_seed), keys=keys)
     if as_json:

@@ -15,6 +15,8 @@ FENCED_CALL = '```json\n{"name": "pod_status", "arguments": {"name": "api-1"}}\n
 BARE_CALL = '{"name": "pod_status", "arguments": {"name": "api-1"}}'
 TRUNCATED_CALL = '```json\n{"name": "pod_status", "arguments": {"name": "api'
 GOOD = b.openai_tool_call("pod_status", {"name": "api-1"})
+# The rows whose reply carried no model output: the only ones a runner may send again.
+RETRYABLE_DETAILS = {"server:loading", "server:http_500", "server:http_502", "server:rate_limited"}
 
 CASES: list[tuple[str, str, str, int | None, Any, Outcome, str | None]] = [
     # id, stack, mode, status, body, outcome, detail
@@ -272,6 +274,44 @@ CASES: list[tuple[str, str, str, int | None, Any, Outcome, str | None]] = [
         "parse:arguments_not_json",
     ),
     ("openai-cloud-native", "openai", "native", 200, b.openai_reply(None, [GOOD]), Outcome.VALID_CALL, None),
+    # Measurement integrity (issue 8); more in tests/test_classify_integrity.py.
+    ("openai-429", "openai", "native", 429, b.OPENAI_RATE_LIMITED, Outcome.NON_RESPONSE, "server:rate_limited"),
+    (
+        "llamacpp-500-parse-failure",
+        "llamacpp",
+        "native",
+        500,
+        b.LLAMACPP_PARSE_FAILURE,
+        Outcome.UNPARSEABLE_TEXT,
+        "parse:server_rejected_output",
+    ),
+    (
+        "llamacpp-400-context-overflow",
+        "llamacpp",
+        "native",
+        400,
+        b.LLAMACPP_CONTEXT_OVERFLOW,
+        Outcome.REJECTED_REQUEST,
+        "refused:context_overflow",
+    ),
+    (
+        "vllm-400-context-overflow",
+        "vllm",
+        "native",
+        400,
+        b.VLLM_CONTEXT_OVERFLOW,
+        Outcome.REJECTED_REQUEST,
+        "refused:context_overflow",
+    ),
+    (
+        "vllm-reasoning-only",
+        "vllm",
+        "native",
+        200,
+        b.VLLM_REASONING_ONLY,
+        Outcome.NON_RESPONSE,
+        "empty:reasoning_only",
+    ),
 ]
 
 
@@ -281,9 +321,18 @@ CASES: list[tuple[str, str, str, int | None, Any, Outcome, str | None]] = [
 def test_classify_real_bodies(
     stack: str, mode: str, status: int | None, body: Any, outcome: Outcome, detail: str | None
 ) -> None:
-    verdict = classify(refusals=load_stack(stack).refusals, mode=mode, tools=b.TOOLS, http_status=status, body=body)
+    spec = load_stack(stack)
+    verdict = classify(
+        refusals=spec.refusals,
+        parser_failures=spec.parser_failures,
+        mode=mode,
+        tools=b.TOOLS,
+        http_status=status,
+        body=body,
+    )
     assert verdict.outcome is outcome
     assert verdict.detail == detail
+    assert verdict.retryable is (detail in RETRYABLE_DETAILS)
 
 
 def test_every_outcome_is_covered_by_the_table() -> None:

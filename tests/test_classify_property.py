@@ -55,19 +55,44 @@ raw_tool_call = (
     )
     | json_value
 )
+reasoning = st.none() | st.text(max_size=10) | json_value
 message = st.fixed_dictionaries(
     {
         "role": st.just("assistant"),
         "content": st.none() | call_text | json_value,
         "tool_calls": st.none() | st.lists(raw_tool_call, max_size=3) | json_value,
+    },
+    optional={"reasoning_content": reasoning, "reasoning": reasoning, "thinking": reasoning},
+)
+finish_reason = st.none() | st.sampled_from(["stop", "length", "tool_calls"]) | json_value
+openai_body = st.fixed_dictionaries(
+    {
+        "choices": st.lists(
+            st.fixed_dictionaries({"message": message | json_value}, optional={"finish_reason": finish_reason}),
+            max_size=2,
+        )
     }
 )
-openai_body = st.fixed_dictionaries(
-    {"choices": st.lists(st.fixed_dictionaries({"message": message | json_value}), max_size=2)}
+ollama_body = st.fixed_dictionaries(
+    {"message": message, "done": st.booleans()}, optional={"done_reason": finish_reason}
 )
-ollama_body = st.fixed_dictionaries({"message": message, "done": st.booleans()})
-body = openai_body | ollama_body | json_value | call_text
-status = st.none() | st.sampled_from([200, 201, 400, 404, 422, 500, 502, 503]) | st.integers(100, 599)
+# Error bodies, some carrying a stack's parser-failure or context-overflow text followed by arbitrary output.
+error_text = st.sampled_from(
+    [
+        "Failed to parse input at pos 0: ",
+        "The model produced output that does not match the expected peg-native format",
+        "error parsing tool call: raw='",
+        "exceeds the available context size",
+        "tools param requires --jinja flag",
+        "Loading model",
+    ]
+).flatmap(lambda prefix: call_text.map(lambda tail: prefix + tail))
+error_body = st.fixed_dictionaries(
+    {"error": error_text | st.fixed_dictionaries({"message": error_text}, optional={"type": json_value})}
+)
+body = openai_body | ollama_body | error_body | json_value | call_text
+status = st.none() | st.sampled_from([200, 201, 400, 404, 422, 429, 500, 502, 503]) | st.integers(100, 599)
+KNOWN_FLAGS = {"truncated:max_tokens", "constraint:violated"}
 tools = st.just(b.TOOLS) | st.lists(json_value, max_size=3)
 error = st.none() | st.builds(
     TransportError, kind=st.sampled_from(["timeout", "connection", "protocol"]), message=st.text(max_size=10)
@@ -86,8 +111,10 @@ error = st.none() | st.builds(
 def test_any_exchange_maps_to_exactly_one_outcome(
     stack: str, mode: ToolsMode, tools: Any, status: Any, body: Any, error: TransportError | None
 ) -> None:
+    spec = load_stack(stack)
     verdict = classify(
-        refusals=load_stack(stack).refusals,
+        refusals=spec.refusals,
+        parser_failures=spec.parser_failures,
         mode=mode,
         tools=tools,
         http_status=status,
@@ -99,6 +126,13 @@ def test_any_exchange_maps_to_exactly_one_outcome(
         assert verdict.calls and verdict.detail is None
     if verdict.outcome in (Outcome.REJECTED_REQUEST, Outcome.NON_RESPONSE):
         assert not verdict.calls
+    # A retry only when no model output arrived: never for an answer, a refusal or a parser failure.
+    if verdict.retryable:
+        assert verdict.outcome is Outcome.NON_RESPONSE
+    if error is None and status is not None and 200 <= status < 300:
+        assert not verdict.retryable
+    assert verdict.finish_reason is None or isinstance(verdict.finish_reason, str)
+    assert set(verdict.flags) <= KNOWN_FLAGS and len(set(verdict.flags)) == len(verdict.flags)
 
 
 @settings(max_examples=600, deadline=None)

@@ -74,6 +74,41 @@ def test_classify_writes_one_line_per_exchange(tmp_path: Path) -> None:
     assert rows[1]["calls"] == [{"name": "pod_status", "arguments": {"name": "x"}, "id": None}]
 
 
+def test_classify_prints_finish_reason_and_flags(tmp_path: Path) -> None:
+    def exchange(ident: str, stack: str, mode: str, status: int | None, body: object) -> dict[str, object]:
+        return {"id": ident, "stack": stack, "mode": mode, "tools": b.TOOLS, "http_status": status, "body": body}
+
+    exchanges = [
+        exchange("cut", "vllm", "text-tools", 200, b.TRUNCATED_CALL_REPLY),
+        exchange("cut-constrained", "vllm", "constrained", 200, b.TRUNCATED_CALL_REPLY),
+        exchange("whole", "vllm", "native", 200, b.openai_reply("The pod is fine.")),
+        exchange("parse-500", "llamacpp", "native", 500, b.LLAMACPP_PARSE_FAILURE),
+        exchange("rate-limited", "openai", "native", 429, b.OPENAI_RATE_LIMITED),
+        exchange("no-reply", "ollama", "native", None, None),
+    ]
+    result = run("classify", str(write_jsonl(tmp_path / "ex.jsonl", exchanges)))
+    assert result.returncode == 0, result.stderr
+    rows = {r["id"]: r for r in map(json.loads, result.stdout.splitlines())}
+    assert all({"finish_reason", "flags", "retryable"} <= set(r) for r in rows.values())
+    cut = rows["cut"]
+    assert (cut["outcome"], cut["finish_reason"], cut["flags"]) == (
+        "unparseable_text",
+        "length",
+        ["truncated:max_tokens"],
+    )
+    assert rows["cut-constrained"]["flags"] == ["truncated:max_tokens", "constraint:violated"]
+    assert (rows["whole"]["finish_reason"], rows["whole"]["flags"]) == ("stop", [])
+    parse = rows["parse-500"]
+    assert (parse["outcome"], parse["detail"], parse["retryable"]) == (
+        "unparseable_text",
+        "parse:server_rejected_output",
+        False,
+    )
+    assert parse["text_call_recoverable"] is True
+    assert (rows["rate-limited"]["detail"], rows["rate-limited"]["retryable"]) == ("server:rate_limited", True)
+    assert (rows["no-reply"]["finish_reason"], rows["no-reply"]["flags"]) == (None, [])
+
+
 def test_classify_bad_json_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     good = {"id": 1, "stack": "vllm", "mode": "native", "tools": [], "http_status": 200, "body": None, "error": None}

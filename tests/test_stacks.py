@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from orchestrator.serving import compose
 from orchestrator.serving.registry import UnknownStackError, load_stack, stack_names
-from orchestrator.serving.serverconfig import ModelRef, ServerConfig, server_argv
+from orchestrator.serving.serverconfig import ModelRef, ServerConfig, server_argv, server_env
 from orchestrator.serving.stackspec import render_args
 
 
@@ -61,6 +62,10 @@ def test_argv_in_process_and_container() -> None:
         "1",
         "-t",
         "2",
+        "--cache-ram",  # prompt_cache policy: no host-RAM prompt cache, slot actions allowed
+        "0",
+        "--slot-save-path",
+        "/tmp",
         "--no-jinja",
     ]
     container = server_argv(spec, config, bind_host="0.0.0.0", port=8080, in_container=True)
@@ -91,3 +96,82 @@ def test_pure_core_imports_no_docker_or_http() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def vllm_config(model: ModelRef, host: str = "cpu") -> ServerConfig:
+    return ServerConfig(stack="vllm", tool_config="default", launcher="process", host=host, model=model)
+
+
+def test_vllm_argv_pins_the_sampler_defaults_to_vllms_own() -> None:
+    spec = load_stack("vllm")
+    config = vllm_config(ModelRef(name="q", path="/cache/q-hf"))
+    for in_container in (False, True):
+        argv = server_argv(spec, config, bind_host="127.0.0.1", port=1, in_container=in_container)
+        assert argv[argv.index("--generation-config") + 1] == "vllm"
+
+
+def test_hf_hub_offline_only_for_a_local_model_directory() -> None:
+    spec = load_stack("vllm")
+    local = server_env(spec, vllm_config(ModelRef(name="q", path="/cache/q-hf")), bind_host="h", port=1)
+    hub = server_env(
+        spec,
+        vllm_config(ModelRef(name="q", path="Qwen/Qwen2.5-Coder-0.5B-Instruct", local=False), host="gpu"),
+        bind_host="h",
+        port=1,
+    )
+    assert local["HF_HUB_OFFLINE"] == "1"
+    assert "HF_HUB_OFFLINE" not in hub
+    assert local["VLLM_CPU_KVCACHE_SPACE"] == hub["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+def test_prompt_cache_policy_reaches_argv_and_env() -> None:
+    llama = load_stack("llamacpp")
+    config = ServerConfig(
+        stack="llamacpp", tool_config="jinja", launcher="process", model=ModelRef(name="q", path="/c/q.gguf")
+    )
+    argv = server_argv(llama, config, bind_host="127.0.0.1", port=1, in_container=False)
+    assert argv[argv.index("--cache-ram") + 1] == "0" and argv[argv.index("--slot-save-path") + 1] == "/tmp"
+    assert llama.request_fields == {"cache_prompt": True}
+    vllm = load_stack("vllm")
+    env = server_env(vllm, vllm_config(ModelRef(name="q", path="/c/q-hf")), bind_host="h", port=1)
+    assert env["VLLM_SERVER_DEV_MODE"] == "1"  # /reset_prefix_cache exists only in dev mode
+    assert {name: load_stack(name).prompt_cache.policy for name in stack_names()} == {
+        "llamacpp": "clear_per_seed",
+        "vllm": "clear_per_seed",
+        "sglang": "clear_per_seed",
+        "ollama": "clear_per_seed",
+        "openai": "unmanaged",
+    }
+
+
+def test_llamacpp_records_its_own_sampler_defaults() -> None:
+    probes = [(p.path, p.field) for p in load_stack("llamacpp").capabilities]
+    assert ("/props", "default_generation_settings") in probes
+
+
+def test_docker_gpu_launch_requests_the_stacks_gpu_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    import docker
+
+    from orchestrator.serving.launchers import DockerHandle
+
+    runs: list[dict] = []
+    image = SimpleNamespace(id="sha256:abc", attrs={"RepoDigests": []})
+    fake = SimpleNamespace(
+        images=SimpleNamespace(get=lambda _ref: image),
+        containers=SimpleNamespace(run=lambda _image, **kwargs: runs.append(kwargs)),
+    )
+    monkeypatch.setattr(docker, "from_env", lambda: fake)
+    spec = load_stack("vllm")
+    gpu = vllm_config(ModelRef(name="q", path="/cache/q-hf"), host="gpu").model_copy(update={"launcher": "docker"})
+    DockerHandle(spec, gpu, run_id="t")
+    (request,) = runs[-1]["device_requests"]
+    assert request["Count"] == spec.launch.gpu_count == 1 and request["Capabilities"] == [["gpu"]]
+    DockerHandle(spec, gpu.model_copy(update={"host": "cpu"}), run_id="t")
+    assert runs[-1]["device_requests"] is None
+
+
+def test_compose_reserves_the_stacks_gpu_count_not_all() -> None:
+    for spec in compose.launchable_stacks():
+        for service in compose.render(spec)["services"].values():
+            (device,) = service["deploy"]["resources"]["reservations"]["devices"]
+            assert device["count"] == spec.launch.gpu_count == 1

@@ -9,10 +9,10 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.core.classify import classify
+from orchestrator.core.classify import classify, is_context_overflow
 from orchestrator.core.stats import BootstrapSettings, cell_stats
-from orchestrator.core.types import CellStatus, SeedEnd, TransportError
-from orchestrator.runner.store import RunStore
+from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, TransportError
+from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.serving.registry import load_stack
 
 CONFIG_COLUMNS = [
@@ -64,6 +64,7 @@ def reclassify(turns: list[dict[str, Any]], cells: dict[str, dict[str, Any]]) ->
             http_status=turn.get("http_status"),
             body=turn.get("raw_body"),
             transport_error=transport,
+            parser_failures=load_stack(cell.get("stack", "openai")).parser_failures,
         )
         out.append(
             {
@@ -77,14 +78,43 @@ def reclassify(turns: list[dict[str, Any]], cells: dict[str, dict[str, Any]]) ->
 
 
 def _text(row: dict[str, Any]) -> str:
+    """The wide table's cell: `34 [9,59] n54`, `rej n8`, `launch_failed`; `!` marks a cell whose server died
+    for good (its figure covers only the seeds that finished)."""
     if row["status"] == CellStatus.LAUNCH_FAILED:
         return CellStatus.LAUNCH_FAILED.value
+    died = " server_died" if row.get("cell_status") == CellStatus.SERVER_DIED else ""
     if row["per_seed_mean"] is None:
         if row["n_rejected"] and not row["n_non_response"]:
-            return f"rej n{row['n_rejected']}"
-        return f"undef rej{row['n_rejected']} nr{row['n_non_response']}"
+            return f"rej n{row['n_rejected']}{died}"
+        return f"undef rej{row['n_rejected']} nr{row['n_non_response']}{died}"
     mean, low, high = (round(100 * row[k]) for k in ("per_seed_mean", "ci_low", "ci_high"))
-    return f"{mean} [{low},{high}] n{row['n_eligible_turns']}"
+    return f"{mean} [{low},{high}] n{row['n_eligible_turns']}{died}"
+
+
+def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) -> dict[str, Any]:
+    """How a cell's seeds ended and what its turns carried beside their outcome. Task success is over
+    seeds that ran: a refused seed, one whose retries ran out, or one whose server died never ran as a task."""
+    ends = [t for t in counted if t.get("end")]
+    ran = [t for t in ends if t["end"] not in UNRAN_SEED_ENDS]
+    flags = [flag for t in counted for flag in t.get("flags") or []]
+    details = [t.get("detail") or "" for t in counted]
+    return {
+        "n_turn_records": len(all_turns),
+        "n_superseded_records": len(all_turns) - len(counted),
+        "seeds_finished": len(ends),
+        "seeds_ran": len(ran),
+        "seeds_capped": sum(t["end"] == SeedEnd.TURN_CAP for t in ends),
+        "seeds_looping": sum(t["end"] == SeedEnd.LOOP for t in ends),
+        "seeds_context_overflow": sum(t["end"] == SeedEnd.CONTEXT_OVERFLOW for t in ends),
+        "seeds_server_died": len({t["seed"] for t in all_turns if t.get("end") == SeedEnd.SERVER_DIED}),
+        "task_success": (sum(bool(t.get("task_success")) for t in ran) / len(ran)) if ran else None,
+        "n_empty": sum(d.startswith("empty:") for d in details),
+        "n_reasoning_only": sum(d == "empty:reasoning_only" for d in details),
+        "n_context_overflow": sum(is_context_overflow(d) for d in details),
+        "n_truncated": flags.count("truncated:max_tokens"),
+        "n_constraint_violated": flags.count("constraint:violated"),
+        "n_cache_not_cleared": flags.count("cache:not_cleared"),
+    }
 
 
 def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
@@ -99,17 +129,14 @@ def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
         by_cell.setdefault(turn["cell_id"], []).append(turn)
     rows = []
     for cell_id, cell in sorted(cells.items(), key=lambda item: item[1].get("order", 0)):
-        cell_turns = by_cell.get(cell_id, [])
-        stats = cell_stats([t["seed"] for t in cell_turns], [t["outcome"] for t in cell_turns], settings)
-        ends = [t for t in cell_turns if t.get("end")]
+        all_turns = by_cell.get(cell_id, [])
+        counted = counted_turns(all_turns)
+        stats = cell_stats([t["seed"] for t in counted], [t["outcome"] for t in counted], settings)
         row = {"cell_id": cell_id, **{c: cell.get(c) for c in CONFIG_COLUMNS}, **stats.model_dump()}
         row["status"] = cell.get("status") if cell.get("status") != CellStatus.COMPLETE else stats.status
         row["cell_status"] = cell.get("status")
-        row["n_turn_records"] = len(cell_turns)
-        row["seeds_finished"] = len(ends)
-        row["seeds_capped"] = sum(t["end"] == SeedEnd.TURN_CAP for t in ends)
-        row["seeds_looping"] = sum(t["end"] == SeedEnd.LOOP for t in ends)
-        row["task_success"] = (sum(bool(t.get("task_success")) for t in ends) / len(ends)) if ends else None
+        row["launches"] = len(cell.get("launches") or [])
+        row.update(seed_counts(all_turns, counted))
         row["probe_verdict"] = (cell.get("probe") or {}).get("verdict")
         for key in ("tool_flags", "argv", "image_repo_digests", "tools_sha256", "decoding"):
             row[key] = None if row[key] is None else str(row[key])

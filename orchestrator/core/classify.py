@@ -1,21 +1,33 @@
-"""Say what happened on one turn. Pure: (stack refusals, mode, offered tools, status, body, error) -> outcome.
+"""Say what happened on one turn. Pure: (stack signatures, mode, offered tools, status, body, error) -> outcome.
 
-Order of questions, after the triage order of the paper: did the server answer at all? did it refuse
-(any 4xx, or a stack's known refusal signature under another status)? did it return a usable message?
-only then: which calls does the active parse path see, and do they validate against the offered schemas?
+Order of questions, after the triage order of the paper: did the server answer at all? did the stack's own
+parser reject what the model generated (a stack's known parser-failure signature: the model's turn, never
+retried)? was it rate-limited? did it refuse (any other 4xx, or a stack's known refusal signature under
+another status; a context overflow is a refusal of its own kind)? did it return a usable message? only then:
+which calls does the active parse path see, and do they validate against the offered schemas?
+A request may be retried (`retryable`) only when no model output arrived; a 2xx answer is always final.
+Every verdict carries the stack's `finish_reason` and `flags` (core/replyfacts.py).
 Never raises: every input maps to exactly one outcome.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from orchestrator.core.modes import mode_of
+from orchestrator.core.modes import Mode, mode_of
+from orchestrator.core.replyfacts import (
+    content_text,
+    finish_reason_of,
+    message_of,
+    quoted_output,
+    reasoning_text,
+    reply_flags,
+)
 from orchestrator.core.textcalls import ArgumentsNotJSON, decode_arguments, extract_text_calls
 from orchestrator.core.types import (
     Classification,
@@ -26,6 +38,16 @@ from orchestrator.core.types import (
     ToolsMode,
     TransportError,
 )
+
+# The detail of a context overflow (a `refusals:` signature in stacks/*.yaml): a refusal, not a tool refusal.
+CONTEXT_OVERFLOW_DETAIL = "refused:context_overflow"
+RATE_LIMITED_DETAIL = "server:rate_limited"
+
+
+def is_context_overflow(detail: str | None) -> bool:
+    """The conversation outgrew the server's context: refused, but not for lack of tool support."""
+    return detail == CONTEXT_OVERFLOW_DETAIL
+
 
 # Which jsonschema rule failed -> detail reason.
 _SCHEMA_REASONS = {
@@ -58,10 +80,20 @@ def error_message(body: Any) -> str:
     return ""
 
 
-def match_refusal(status: int | None, body: Any, refusals: Sequence[RefusalSignature]) -> str | None:
-    """The detail of the first refusal signature this reply matches, or None."""
+def _signature_text(body: Any) -> str:
+    """What signatures are matched against: the error's message, then its `type` and `code` when they are
+    strings (llama.cpp `exceed_context_size_error`, OpenAI `context_length_exceeded`)."""
     text = error_message(body)
-    if not text:
+    error = body.get("error") if isinstance(body, Mapping) else None
+    if isinstance(error, Mapping):
+        text = " ".join([text, *(v for v in (error.get("type"), error.get("code")) if isinstance(v, str))])
+    return text
+
+
+def match_refusal(status: int | None, body: Any, refusals: Sequence[RefusalSignature]) -> str | None:
+    """The detail of the first signature (refusal or parser failure) this reply matches, or None."""
+    text = _signature_text(body)
+    if not text.strip():
         return None
     for signature in refusals:
         if signature.status is not None and signature.status != status:
@@ -111,26 +143,6 @@ def _judge_calls(calls: list[ParsedCall], offered: Mapping[str, Mapping[str, Any
     return Outcome.VALID_CALL, None
 
 
-def _content_text(content: Any) -> str | None:
-    if content is None:
-        return None
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts
-        parts = [p.get("text") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
-        return "".join(parts)
-    return json.dumps(content, default=str)
-
-
-def _message_of(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    choices = body.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-        message = choices[0].get("message")
-        return message if isinstance(message, Mapping) else None
-    message = body.get("message")  # Ollama /api/chat
-    return message if isinstance(message, Mapping) else None
-
-
 def _server_calls(raw_tool_calls: Any) -> list[ParsedCall] | str:
     """The stack's tool_calls as ParsedCalls, or a failure detail. Absent, null and [] are alike."""
     if not isinstance(raw_tool_calls, list):
@@ -149,52 +161,64 @@ def _server_calls(raw_tool_calls: Any) -> list[ParsedCall] | str:
     return calls
 
 
-def classify(
-    *,
-    refusals: Sequence[RefusalSignature],
-    mode: ToolsMode | str,
-    tools: Sequence[Any],
-    http_status: int | None,
+Verdict = Callable[..., Classification]
+
+
+def _parser_failure(verdict: Verdict, detail: str, status: int, body: Any) -> Classification:
+    """The stack's own parser rejected what the model generated: the model's turn, final. What the error
+    quotes of the model's output is its raw content (llama.cpp b11312 and Ollama's XML parsers quote none)."""
+    quoted = quoted_output(error_message(body))
+    return verdict(
+        Outcome.UNPARSEABLE_TEXT,
+        detail,
+        parse_path="server",
+        raw_content=quoted,
+        text_call_recoverable=extract_text_calls(quoted).ok,
+        error=ErrorInfo(type=f"http_{status}", body=body),
+    )
+
+
+def _http_failure(
+    verdict: Verdict,
+    status: int,
     body: Any,
-    transport_error: TransportError | None = None,
-) -> Classification:
-    """One exchange -> exactly one outcome with a family:reason detail."""
-    rules = mode_of(mode)  # configuration, validated upstream; only replies are untrusted here
-    server_path = rules.parse_path == "server"
-    path = rules.parse_path
+    refusals: Sequence[RefusalSignature],
+    parser_failures: Sequence[RefusalSignature],
+) -> Classification | None:
+    """The verdict for a reply that is not a model's message (None: a 2xx that no signature claims).
+    Parser failures first: their messages quote model output, which may contain any other signature's text."""
+    parser_failure = match_refusal(status, body, parser_failures)
+    if parser_failure:
+        return _parser_failure(verdict, parser_failure, status, body)
+    error = ErrorInfo(type=f"http_{status}", body=body)
+    if status == 429:
+        return verdict(Outcome.NON_RESPONSE, RATE_LIMITED_DETAIL, error=error, retryable=True)
+    refusal = match_refusal(status, body, refusals)
+    if 400 <= status < 500 or refusal:
+        return verdict(Outcome.REJECTED_REQUEST, refusal or f"refused:http_{status}", error=error)
+    if 200 <= status < 300:
+        return None
+    loading = status == 503 and "loading" in error_message(body).lower()
+    detail = "server:loading" if loading else f"server:http_{status}"
+    return verdict(Outcome.NON_RESPONSE, detail, error=error, retryable=True)  # no model output arrived
 
-    def verdict(outcome: Outcome, detail: str | None, **extra: Any) -> Classification:
-        return Classification(outcome=outcome, detail=detail, parse_path=extra.pop("parse_path", path), **extra)
 
-    if transport_error is not None:
-        error = ErrorInfo(type=transport_error.kind, body=transport_error.message)
-        return verdict(Outcome.NON_RESPONSE, f"transport:{transport_error.kind}", error=error)
-    if http_status is None:
-        return verdict(Outcome.NON_RESPONSE, "transport:no_reply", error=ErrorInfo(type="no_reply", body=body))
-
-    refusal = match_refusal(http_status, body, refusals)
-    if 400 <= http_status < 500 or refusal:
-        error = ErrorInfo(type=f"http_{http_status}", body=body)
-        return verdict(Outcome.REJECTED_REQUEST, refusal or f"refused:http_{http_status}", error=error)
-    if not 200 <= http_status < 300:
-        error = ErrorInfo(type=f"http_{http_status}", body=body)
-        loading = http_status == 503 and "loading" in error_message(body).lower()
-        return verdict(Outcome.NON_RESPONSE, "server:loading" if loading else f"server:http_{http_status}", error=error)
-
+def _answer(verdict: Verdict, rules: Mode, tools: Sequence[Any], body: Any) -> Classification:
+    """A 2xx reply: the model's answer, final however empty."""
     if not isinstance(body, Mapping):
         return verdict(Outcome.NON_RESPONSE, "body:not_json", error=ErrorInfo(type="bad_body", body=body))
-    message = _message_of(body)
+    message = message_of(body)
     if message is None:
         kind = "body:error_in_200" if "error" in body else "body:no_message"
         return verdict(Outcome.NON_RESPONSE, kind, error=ErrorInfo(type="bad_body", body=dict(body)))
 
-    content = _content_text(message.get("content"))
+    content = content_text(message.get("content"))
     raw_tool_calls = message.get("tool_calls") or None
     base = {"raw_content": content, "raw_tool_calls": raw_tool_calls}
     text = extract_text_calls(content)
 
     # Server-parsed calls count in native modes; in text modes only when the text itself is empty.
-    use_server_calls = raw_tool_calls is not None and (server_path or not (content or "").strip())
+    use_server_calls = raw_tool_calls is not None and (rules.parse_path == "server" or not (content or "").strip())
     if use_server_calls:
         parsed = _server_calls(raw_tool_calls)
         if isinstance(parsed, str):
@@ -212,5 +236,37 @@ def classify(
         return verdict(outcome, detail, parse_path="harness", calls=text.calls, **base)
 
     if not (content or "").strip():
-        return verdict(Outcome.NON_RESPONSE, "empty:no_content", **base)
+        empty = "empty:reasoning_only" if reasoning_text(message) else "empty:no_content"
+        return verdict(Outcome.NON_RESPONSE, empty, **base)
     return verdict(Outcome.NO_CALL_PROSE, "prose:no_call", **base)
+
+
+def classify(
+    *,
+    refusals: Sequence[RefusalSignature],
+    mode: ToolsMode | str,
+    tools: Sequence[Any],
+    http_status: int | None,
+    body: Any,
+    transport_error: TransportError | None = None,
+    parser_failures: Sequence[RefusalSignature] = (),
+) -> Classification:
+    """One exchange -> exactly one outcome with a family:reason detail, `retryable`, `finish_reason`, `flags`."""
+    rules = mode_of(mode)  # configuration, validated upstream; only replies are untrusted here
+    finish_reason = finish_reason_of(body)
+    flags = reply_flags(
+        finish_reason=finish_reason, constrained=rules.constrained, tools=tools, status=http_status, body=body
+    )
+
+    def verdict(outcome: Outcome, detail: str | None, **extra: Any) -> Classification:
+        extra.setdefault("parse_path", rules.parse_path)
+        return Classification(outcome=outcome, detail=detail, finish_reason=finish_reason, flags=flags, **extra)
+
+    if transport_error is not None:
+        error = ErrorInfo(type=transport_error.kind, body=transport_error.message)
+        return verdict(Outcome.NON_RESPONSE, f"transport:{transport_error.kind}", error=error, retryable=True)
+    if http_status is None:
+        error = ErrorInfo(type="no_reply", body=body)
+        return verdict(Outcome.NON_RESPONSE, "transport:no_reply", error=error, retryable=True)
+    failure = _http_failure(verdict, http_status, body, refusals, parser_failures)
+    return failure if failure is not None else _answer(verdict, rules, tools, body)

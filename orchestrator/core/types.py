@@ -36,6 +36,7 @@ class SeedEnd(StrEnum):
     RETRIES_EXHAUSTED = "retries_exhausted"
     TURN_CAP = "turn_cap"
     LOOP = "loop"
+    EMPTY = "empty"  # a final (2xx) answer with no content and no call: never resampled
     CONTEXT_OVERFLOW = "context_overflow"  # the conversation outgrew the server's context: refused, not a model failure
     SERVER_DIED = "server_died"  # the server process died: not a finished seed; the sweep reruns it
 
@@ -154,5 +155,8 @@ class TurnRecord(BaseModel):
     flags: list[str] = Field(default_factory=list, description="e.g. truncated:max_tokens, constraint:violated")
     seed_attempt: int = Field(0, ge=0, description="Which run of this seed (a seed whose server died is rerun).")
     superseded: bool = Field(False, description="A later run of the seed replaces this record; not counted.")
+    prompt_cache: dict[str, Any] | None = Field(
+        None, description="On a seed's first record: how the server's prompt cache was cleared for it."
+    )
     end: SeedEnd | None = Field(None, description="Why the seed ended on this turn, if it did.")
     task_success: bool | None = Field(None, description="On a submit turn: was the answer right?")

@@ -2,30 +2,39 @@
 
 Each turn: build the mode's request, send it, classify the answer, WRITE THE TURN RECORD, and only then
 act on it: execute valid calls against the dry-run tools and append their results in the mode's form.
-Prose or an unparseable answer ends the seed (there is nothing to execute); a `submit` call ends it; a
-refused request ends it; a non-response is retried within a bound, every attempt recorded with its error
-type (never turned into an assistant message). A hard turn cap applies to every mode; in `constrained`
-mode the same call repeated `loop_repeats` times in a row also ends the seed.
-Dry-run tool results are a pure function of the call, so they are computed to decide how the turn ends;
-the record is written before the conversation continues with them.
+
+- A retry happens only when no model output arrived (the classifier's `retryable`: transport errors, 5xx
+  without model output, 429, 503 loading). Any 2xx answer, however empty, is the model's answer and final.
+  Every attempt is its own record; a 429's Retry-After is honoured up to a bound.
+- After any non-response the server's liveness is checked: a dead server ends the seed as `server_died`
+  (not a finished seed: the sweep restarts the server and reruns it).
+- Prose, an unparseable answer, an empty answer, a refusal or a context overflow end the seed (nothing to
+  execute); a `submit` call ends it. A hard turn cap applies to every mode; a mode that detects loops also
+  ends after `loop_repeats` identical calls in a row.
+- A cancelled seed (Ctrl-C) stops before its next request and writes nothing more: `--resume` reruns it.
 """
 
 from __future__ import annotations
 
 import json
-import time
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
-from orchestrator.core.classify import classify
+from orchestrator.core.classify import classify, is_context_overflow
 from orchestrator.core.modes import mode_of
-from orchestrator.core.types import Outcome, SeedEnd, ToolsMode, TurnRecord
-from orchestrator.runner.modes import build_request, continue_messages, initial_messages, injects_hint
+from orchestrator.core.types import Classification, Outcome, SeedEnd, ToolsMode, TurnRecord
+from orchestrator.runner.modes import build_request, continue_messages, initial_messages
 from orchestrator.runner.tasks import Suite, answer_correct, execute
-from orchestrator.serving.chatapi import Decoding, build_payload, post_chat, token_counts
+from orchestrator.serving.chatapi import ChatExchange, Decoding, build_payload, post_chat, token_counts
 from orchestrator.serving.stackspec import StackSpec
+
+
+class SeedCancelled(Exception):
+    """The run was interrupted: this seed stops without another record (resume reruns it)."""
 
 
 @dataclass(frozen=True)
@@ -50,19 +59,26 @@ class SeedContext:
     max_attempts: int
     backoff_s: float
     headers: dict[str, str]
+    max_retry_after_s: float = 60.0
+    seed_attempt: int = 0
+    server_alive: Callable[[], bool] = lambda: True
+    # Clears the server's prompt cache at the seed's start; its result goes on the seed's first record.
+    reset_cache: Callable[[httpx.Client], dict[str, Any]] | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
 
 def run_seed(
     ctx: SeedContext, record: Callable[[TurnRecord], None], heartbeat: Callable[[str], None] = lambda _m: None
 ) -> TurnRecord:
-    """Run one seed to its end; every turn (and retry attempt) goes to `record` before it is acted on."""
+    """Run one seed to its end; every turn (and retry attempt) goes to `record` before it is acted on.
+    Raises SeedCancelled when `ctx.cancelled` is set."""
     seed = ctx.suite.seed(ctx.seed_id)
     tools = ctx.suite.tools
+    rules = mode_of(ctx.mode)
     messages = initial_messages(ctx.mode, ctx.suite.system_prompt, seed.request, tools)
     recent_calls: list[str] = []
-    url = ctx.base_url.rstrip("/") + ctx.spec.chat_path
-    last: TurnRecord | None = None
     with httpx.Client(headers=ctx.headers) as client:
+        cache = ctx.reset_cache(client) if ctx.reset_cache else None
         for turn in range(ctx.turn_cap):
             request = build_request(ctx.mode, messages, tools)
             payload = build_payload(
@@ -73,82 +89,128 @@ def run_seed(
                 tools=request.tools,
                 response_schema=request.response_schema,
             )
-            for attempt in range(ctx.max_attempts):
-                heartbeat(f"{ctx.cell_id} {ctx.seed_id} turn {turn} attempt {attempt}")
-                exchange = post_chat(client, url, payload, ctx.request_timeout_s)
-                verdict = classify(
-                    refusals=ctx.spec.refusals,
-                    mode=ctx.mode,
-                    tools=tools,
-                    http_status=exchange.http_status,
-                    body=exchange.body,
-                    transport_error=exchange.transport_error,
-                )
-                last = TurnRecord(
-                    run_id=ctx.run_id,
-                    cell_id=ctx.cell_id,
-                    seed=ctx.seed_id,
-                    suite=ctx.suite.suite,
-                    turn=turn,
-                    attempt=attempt,
-                    model=ctx.model,
-                    stack=ctx.spec.name,
-                    stack_config=ctx.stack_label,
-                    stack_version=ctx.stack_version,
-                    tools_mode=ctx.mode,
-                    hint=injects_hint(ctx.mode),
-                    http_status=exchange.http_status,
-                    parser=ctx.parser,
-                    parse_path=verdict.parse_path,
-                    outcome=verdict.outcome,
-                    detail=verdict.detail,
-                    error=verdict.error,
-                    latency_s=round(exchange.latency_s, 4),
-                    tokens=token_counts(exchange.body),
-                    raw_content=verdict.raw_content,
-                    raw_tool_calls=verdict.raw_tool_calls,
-                    calls=verdict.calls,
-                    text_call_recoverable=verdict.text_call_recoverable,
-                    raw_body=exchange.body,
-                )
-                if verdict.outcome is not Outcome.NON_RESPONSE:
-                    break
-                if attempt + 1 == ctx.max_attempts:
-                    record(last.model_copy(update={"end": SeedEnd.RETRIES_EXHAUSTED}))
-                    return last
-                record(last)
-                time.sleep(ctx.backoff_s * (attempt + 1))
-            assert last is not None
-            end = _end_without_calls(verdict.outcome)
-            if end:
-                record(last.model_copy(update={"end": end}))
-                return last
+            last, verdict, end = _answer(ctx, client, payload, turn, heartbeat, record, cache if turn == 0 else None)
+            if end is not None:
+                return _finish(record, last, end)
             results = [execute(ctx.suite, seed, call) for call in verdict.calls]
             submitted = next((r for r in results if r.submitted), None)
-            signature = json.dumps([[c.name, c.arguments] for c in verdict.calls], sort_keys=True, default=str)
-            recent_calls = [*recent_calls[-(ctx.loop_repeats - 1) :], signature]
-            looping = (
-                mode_of(ctx.mode).detects_loops
-                and len(recent_calls) == ctx.loop_repeats
-                and len(set(recent_calls)) == 1
-            )
             if submitted is not None:
                 success = answer_correct(seed.expected, submitted.answer)
-                final = last.model_copy(update={"end": SeedEnd.SUBMITTED, "task_success": success})
-                record(final)
-                return final
+                return _finish(record, last, SeedEnd.SUBMITTED, task_success=success)
+            signature = json.dumps([[c.name, c.arguments] for c in verdict.calls], sort_keys=True, default=str)
+            recent_calls = [*recent_calls[-(ctx.loop_repeats - 1) :], signature]
+            looping = rules.detects_loops and len(recent_calls) == ctx.loop_repeats and len(set(recent_calls)) == 1
             if looping or turn + 1 == ctx.turn_cap:
-                final = last.model_copy(update={"end": SeedEnd.LOOP if looping else SeedEnd.TURN_CAP})
-                record(final)
-                return final
+                return _finish(record, last, SeedEnd.LOOP if looping else SeedEnd.TURN_CAP)
             record(last)
             messages = [*messages, *continue_messages(ctx.spec.api, verdict, results, turn)]
     raise AssertionError("unreachable: the turn cap ends every seed")
 
 
-def _end_without_calls(outcome: Outcome) -> SeedEnd | None:
+def _answer(
+    ctx: SeedContext,
+    client: httpx.Client,
+    payload: dict[str, Any],
+    turn: int,
+    heartbeat: Callable[[str], None],
+    record: Callable[[TurnRecord], None],
+    cache: dict[str, Any] | None,
+) -> tuple[TurnRecord, Classification, SeedEnd | None]:
+    """One turn's answer, retried only while no model output arrived. Returns the turn's record (not yet
+    written unless it was a retried attempt), its verdict, and the seed end it forces, if any."""
+    url = ctx.base_url.rstrip("/") + ctx.spec.chat_path
+    for attempt in range(ctx.max_attempts):
+        if ctx.cancelled.is_set():
+            raise SeedCancelled(ctx.seed_id)
+        heartbeat(f"{ctx.cell_id} {ctx.seed_id} turn {turn} attempt {attempt}")
+        exchange = post_chat(client, url, payload, ctx.request_timeout_s)
+        if ctx.cancelled.is_set():  # the server is being torn down: this answer is not the model's
+            raise SeedCancelled(ctx.seed_id)
+        verdict = classify(
+            refusals=ctx.spec.refusals,
+            mode=ctx.mode,
+            tools=ctx.suite.tools,
+            http_status=exchange.http_status,
+            body=exchange.body,
+            transport_error=exchange.transport_error,
+            parser_failures=ctx.spec.parser_failures,
+        )
+        last = _turn_record(ctx, turn, attempt, exchange, verdict, cache if attempt == 0 else None)
+        if verdict.outcome is Outcome.NON_RESPONSE and not ctx.server_alive():
+            return last, verdict, SeedEnd.SERVER_DIED
+        if not verdict.retryable:
+            return last, verdict, _end_without_calls(verdict)
+        ctx.cancelled.wait(_retry_delay(ctx, attempt, exchange))
+        if not ctx.server_alive():  # a dying server can still look alive the instant its socket closes
+            return last, verdict, SeedEnd.SERVER_DIED
+        if attempt + 1 == ctx.max_attempts:
+            return last, verdict, SeedEnd.RETRIES_EXHAUSTED
+        record(last)
+    raise AssertionError("unreachable: max_attempts >= 1")
+
+
+def _retry_delay(ctx: SeedContext, attempt: int, exchange: ChatExchange) -> float:
+    if exchange.retry_after_s is not None:  # the server said when: honour it, within a bound
+        return min(exchange.retry_after_s, ctx.max_retry_after_s)
+    return ctx.backoff_s * (attempt + 1)
+
+
+def _turn_record(
+    ctx: SeedContext,
+    turn: int,
+    attempt: int,
+    exchange: ChatExchange,
+    verdict: Classification,
+    cache: dict[str, Any] | None,
+) -> TurnRecord:
+    flags = list(verdict.flags)
+    if cache is not None and not cache.get("cleared", False):  # this seed may see an earlier seed's cache
+        flags.append("cache:not_cleared")
+    return TurnRecord(
+        run_id=ctx.run_id,
+        cell_id=ctx.cell_id,
+        seed=ctx.seed_id,
+        seed_attempt=ctx.seed_attempt,
+        suite=ctx.suite.suite,
+        turn=turn,
+        attempt=attempt,
+        model=ctx.model,
+        stack=ctx.spec.name,
+        stack_config=ctx.stack_label,
+        stack_version=ctx.stack_version,
+        tools_mode=ctx.mode,
+        hint=mode_of(ctx.mode).hint,
+        http_status=exchange.http_status,
+        parser=ctx.parser,
+        parse_path=verdict.parse_path,
+        outcome=verdict.outcome,
+        detail=verdict.detail,
+        error=verdict.error,
+        latency_s=round(exchange.latency_s, 4),
+        tokens=token_counts(exchange.body),
+        raw_content=verdict.raw_content,
+        raw_tool_calls=verdict.raw_tool_calls,
+        calls=verdict.calls,
+        text_call_recoverable=verdict.text_call_recoverable,
+        raw_body=exchange.body,
+        finish_reason=verdict.finish_reason,
+        flags=flags,
+        prompt_cache=cache,
+    )
+
+
+def _finish(record: Callable[[TurnRecord], None], last: TurnRecord, end: SeedEnd, **extra: Any) -> TurnRecord:
+    final = last.model_copy(update={"end": end, **extra})
+    record(final)
+    return final
+
+
+def _end_without_calls(verdict: Classification) -> SeedEnd | None:
+    """The seed end an answer forces when there is no call to execute; None when the loop goes on."""
+    if verdict.outcome is Outcome.REJECTED_REQUEST:
+        return SeedEnd.CONTEXT_OVERFLOW if is_context_overflow(verdict.detail) else SeedEnd.REJECTED
     return {
         Outcome.NO_CALL_PROSE: SeedEnd.PROSE,
         Outcome.UNPARSEABLE_TEXT: SeedEnd.UNPARSEABLE,
-        Outcome.REJECTED_REQUEST: SeedEnd.REJECTED,
-    }.get(outcome)
+        Outcome.NON_RESPONSE: SeedEnd.EMPTY,  # a final answer with nothing in it: never resampled
+    }.get(verdict.outcome)

@@ -14,7 +14,7 @@ from orchestrator.core.cell import CellKey, slug
 from orchestrator.core.stats import BootstrapSettings
 from orchestrator.core.types import ToolsMode
 from orchestrator.runner.tasks import SuiteError, load_suite
-from orchestrator.serving.chatapi import Decoding
+from orchestrator.serving.chatapi import Decoding, SamplerNotSupported, sampler_fields
 from orchestrator.serving.registry import UnknownStackError, load_stack
 from orchestrator.serving.serverconfig import LauncherKind
 from orchestrator.serving.stackspec import Host
@@ -113,8 +113,11 @@ class Timeouts(_Strict):
 
 
 class Retries(_Strict):
-    max_attempts: int = Field(3, ge=1, description="Attempts per turn when the server gives no usable answer.")
-    backoff_s: float = Field(1.0, ge=0)
+    max_attempts: int = Field(
+        3, ge=1, description="Attempts per turn while no model output arrives (transport error, 5xx, 429)."
+    )
+    backoff_s: float = Field(1.0, ge=0, description="Wait before attempt k+1: backoff_s * k (unless Retry-After).")
+    max_retry_after_s: float = Field(60.0, ge=0, description="Bound on a 429's Retry-After wait.")
 
 
 class Exclude(_Strict):
@@ -145,6 +148,11 @@ class Matrix(_Strict):
         duplicates = {label for label in labels if labels.count(label) > 1}
         if duplicates:
             raise ValueError(f"stack labels must be unique; repeated: {sorted(duplicates)} (set id)")
+        for index, entry in enumerate(self.stacks):
+            try:  # a sampler value the stack's API cannot take fails here, not mid-run
+                sampler_fields(load_stack(entry.stack), self.decoding)
+            except SamplerNotSupported as exc:
+                raise ValueError(f"stacks.{index} ({entry.label}): {exc}") from None
         for index, model in enumerate(self.models):
             for stack in model.sources:
                 try:

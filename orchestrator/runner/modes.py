@@ -56,8 +56,10 @@ def initial_messages(
     mode: ToolsMode, system_prompt: str, user_request: str, tools: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     template = mode_of(mode).system_template
-    system = system_prompt if template is None else _env().get_template(template).render(
-        system_prompt=system_prompt, tools=tools
+    system = (
+        system_prompt
+        if template is None
+        else _env().get_template(template).render(system_prompt=system_prompt, tools=tools)
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user_request}]
 

@@ -1,6 +1,7 @@
 """The results store: `results/<run_id>/` with manifest.json, an append-only turns.jsonl flushed per turn,
 and one JSON file per cell with its full stack config. Resumable: a seed is done when its last record
-carries `end`; partial seeds are dropped and rerun."""
+carries `end` (and that end is not `server_died`); partial seeds are dropped and rerun. A seed rerun after
+its server died keeps the aborted run's records, marked `superseded`: nothing lost, nothing counted twice."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import json
 import os
 import platform
 import subprocess
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from orchestrator.core.types import TurnRecord
+from orchestrator.core.types import SeedEnd, TurnRecord
 from orchestrator.serving.registry import REPO_ROOT
 
 PACKAGES = ("toolcall-matrix", "pydantic", "httpx", "numpy", "pandas", "docker", "jsonschema", "typer", "jinja2")
@@ -55,6 +57,46 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+SeedKey = tuple[str, str]  # (cell id, seed id)
+
+
+@dataclass(frozen=True)
+class SeedState:
+    attempt: int  # the latest run of the seed (0 = first)
+    end: str | None  # how that run ended; None while unfinished
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None and self.end != SeedEnd.SERVER_DIED
+
+
+def seed_key(record: dict[str, Any]) -> SeedKey:
+    return (record["cell_id"], record["seed"])
+
+
+def run_key(record: dict[str, Any]) -> tuple[str, str, int]:
+    return (record["cell_id"], record["seed"], int(record.get("seed_attempt") or 0))
+
+
+def seed_states(records: list[dict[str, Any]]) -> dict[SeedKey, SeedState]:
+    states: dict[SeedKey, SeedState] = {}
+    for record in records:
+        key, attempt = seed_key(record), int(record.get("seed_attempt") or 0)
+        current = states.get(key)
+        if current is None or attempt > current.attempt:
+            states[key] = SeedState(attempt, record.get("end"))
+        elif attempt == current.attempt and record.get("end"):
+            states[key] = SeedState(attempt, record["end"])
+    return states
+
+
+def counted_turns(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records statistics count: not superseded by a rerun, and not from a seed run whose server
+    died under it (an aborted run is kept on disk, never counted)."""
+    died = {run_key(r) for r in records if r.get("end") == SeedEnd.SERVER_DIED}
+    return [r for r in records if not r.get("superseded") and run_key(r) not in died]
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str, sort_keys=False))
@@ -72,6 +114,7 @@ class RunStore:
         self.cells_dir = run_dir / "cells"
         self.manifest_path = run_dir / "manifest.json"
         self._handle: TextIO | None = None
+        self._states: dict[SeedKey, SeedState] | None = None
 
     @property
     def run_id(self) -> str:
@@ -109,24 +152,57 @@ class RunStore:
                 raise StoreError(f"{self.turns_path}:{number}: bad JSON: {exc}") from exc
         return records
 
-    def completed_seeds(self) -> set[tuple[str, str]]:
-        return {(r["cell_id"], r["seed"]) for r in self.read_turns() if r.get("end")}
+    def seed_states(self) -> dict[SeedKey, SeedState]:
+        """Per (cell, seed): its latest run and how that run ended (None while unfinished)."""
+        if self._states is None:
+            self._states = seed_states(self.read_turns())
+        return self._states
+
+    def completed_seeds(self) -> set[SeedKey]:
+        """Seeds whose latest run finished. A seed whose server died is not finished: it is rerun."""
+        return {key for key, state in self.seed_states().items() if state.finished}
+
+    def next_seed_attempt(self, key: SeedKey) -> int:
+        state = self.seed_states().get(key)
+        return 0 if state is None else state.attempt + 1
 
     def drop_incomplete(self) -> int:
-        """Rewrite turns.jsonl without the records of unfinished seeds; returns how many were dropped."""
+        """Rewrite turns.jsonl without the records of unfinished seed runs (a killed run's partial seeds);
+        runs that ended, `server_died` ones included, stay. Returns how many records were dropped."""
         records = self.read_turns()
-        done = {(r["cell_id"], r["seed"]) for r in records if r.get("end")}
-        keep = [r for r in records if (r["cell_id"], r["seed"]) in done]
-        tmp = self.turns_path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in keep))
-        tmp.replace(self.turns_path)
+        ended = {run_key(r) for r in records if r.get("end")}
+        keep = [r for r in records if run_key(r) in ended]
+        self._rewrite(keep)
         return len(records) - len(keep)
+
+    def mark_superseded(self, keys: set[SeedKey]) -> int:
+        """Mark every stored record of these seeds superseded (a rerun replaces them); nothing is deleted."""
+        records = self.read_turns()
+        marked = 0
+        for record in records:
+            if seed_key(record) in keys and not record.get("superseded"):
+                record["superseded"] = True
+                marked += 1
+        if marked:
+            self._rewrite(records)
+        return marked
+
+    def _rewrite(self, records: list[dict[str, Any]]) -> None:
+        self.close()  # the append handle would point at the replaced file
+        tmp = self.turns_path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in records))
+        tmp.replace(self.turns_path)
+        self._states = None
 
     def append_turn(self, record: TurnRecord) -> None:
         if self._handle is None:
             self._handle = self.turns_path.open("a", encoding="utf-8")
         self._handle.write(record.model_dump_json() + "\n")
         self._handle.flush()  # per turn: a crash loses at most the line being written
+        if self._states is not None:
+            self._states[(record.cell_id, record.seed)] = SeedState(
+                record.seed_attempt, record.end.value if record.end else None
+            )
 
     def close(self) -> None:
         if self._handle is not None:

@@ -1,70 +1,45 @@
 """Run a matrix: for each server (stack config, model), start it from its pinned definition, wait for
-health, probe, sweep the modes over the seeds, tear down. A stack that fails to start marks its cells
-`launch_failed` with the log tail and the sweep goes on. Resumable: finished seeds are never rerun."""
+health, probe, sweep the modes over the seeds, tear down.
+
+- Nothing that goes wrong while starting a server aborts the matrix (missing binary, image not found,
+  engine API error, readiness timeout, a failed Ollama pull): the cells it would have served are marked
+  `launch_failed` with the error and log tail, and the sweep goes on.
+- A server that dies under a cell ends the running seeds as `server_died`; the server is restarted once
+  (every start is recorded in the cell's `launches`) and those seeds rerun from the start, their aborted
+  records kept and marked superseded. A second death marks the cell `server_died`; `--resume` reruns it.
+- Ctrl-C cancels queued seeds at once, tears the server down, and leaves unstarted seeds to `--resume`.
+Resumable: finished seeds are never rerun."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from orchestrator.core.types import CellStatus, TurnRecord
-from orchestrator.runner.agent import SeedContext, run_seed
+from orchestrator.core.types import CellStatus, SeedEnd, TurnRecord
+from orchestrator.runner.agent import SeedCancelled, SeedContext, run_seed
+from orchestrator.runner.cellconfig import cell_config
 from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
-from orchestrator.runner.modes import injects_hint, template_sha256
+from orchestrator.runner.session import LaunchFailed, ServerSession, launch_config, model_ref_for
 from orchestrator.runner.store import RunStore, git_state, host_facts, now, package_versions
 from orchestrator.runner.tasks import load_suite
-from orchestrator.serving.assets import AssetError, resolve_model
-from orchestrator.serving.build import server_config
-from orchestrator.serving.launchers import LaunchError, ServerHandle, auth_headers, cleanup, running_server
+from orchestrator.serving.cache import reset_prompt_cache
+from orchestrator.serving.launchers import auth_headers, cleanup
 from orchestrator.serving.probe import ProbeResult, probe
-from orchestrator.serving.readiness import probe_body
 from orchestrator.serving.registry import load_stack
-from orchestrator.serving.serverconfig import ModelRef, ServerConfig
+from orchestrator.serving.serverconfig import ServerConfig
+
+Seed = tuple[str, str]  # (suite, seed id)
 
 
 def new_run_id(matrix: Matrix) -> str:
     return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{matrix.name}-{uuid.uuid4().hex[:6]}"
-
-
-def model_ref_for(stack: str, entry: ModelEntry) -> ModelRef:
-    source = entry.sources[stack]
-    if source.asset:
-        resolved = resolve_model(stack, source.asset, progress=lambda _m: None)
-        return resolved.model_copy(update={"name": entry.name})
-    if source.path:
-        return ModelRef(name=entry.name, path=source.path, digest=entry.digest, quantization=entry.quantization)
-    if source.hub:
-        return ModelRef(
-            name=entry.name, path=source.hub, local=False, digest=entry.digest, quantization=entry.quantization
-        )
-    return ModelRef(name=source.tag or entry.name, quantization=entry.quantization, digest=entry.digest)
-
-
-def chat_template_sha256(probe_result: ProbeResult | None, model: ModelRef) -> str | None:
-    """Hash of the chat template the server uses: from the server when it says, else the model files."""
-    if probe_result is not None:
-        for key, value in probe_result.capabilities.items():
-            if key.endswith("#chat_template") and isinstance(value, str):
-                return hashlib.sha256(value.encode()).hexdigest()
-    if model.path and (Path(model.path) / "tokenizer_config.json").is_file():
-        template = json.loads((Path(model.path) / "tokenizer_config.json").read_text()).get("chat_template")
-        if isinstance(template, str):
-            return hashlib.sha256(template.encode()).hexdigest()
-    return None
-
-
-def _without_template(capabilities: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in capabilities.items() if not k.endswith("#chat_template")}
 
 
 class Sweep:
@@ -73,6 +48,7 @@ class Sweep:
         self.store = store
         self.console = console
         self.lock = threading.Lock()
+        self.cancelled = threading.Event()
         self.executed_seeds = 0
 
     def record(self, turn: TurnRecord) -> None:
@@ -106,130 +82,127 @@ class Sweep:
                 progress.advance(servers)
         return self.executed_seeds
 
-    def run_server(self, plan: ServerPlan, pending: dict[str, list[tuple[str, str]]], progress: Progress) -> None:
-        stack = plan.stack
+    def mark_launch_failed(self, cells: list[Cell], exc: LaunchFailed, session: ServerSession | None) -> None:
+        self.console.print(f"[red]launch failed[/] {cells[0].stack.label}: {exc.summary}", highlight=False)
+        for cell in cells:
+            self.store.write_cell(
+                cell.cell_id,
+                {
+                    **cell_config(self.matrix, cell, None, None, None),
+                    "status": CellStatus.LAUNCH_FAILED.value,
+                    "error": exc.error,
+                    "log_tail": exc.log_tail,
+                    "reproduce": exc.command,
+                    "launches": self.launches_of(cell, session),
+                },
+            )
+
+    def launches_of(self, cell: Cell, session: ServerSession | None) -> list[dict[str, Any]]:
+        """Earlier runs' launches of this cell (a resumed run appends), then this session's."""
+        previous = (self.store.read_cell(cell.cell_id) or {}).get("launches") or []
+        return [*previous, *(session.launches if session else [])]
+
+    def run_server(self, plan: ServerPlan, pending: dict[str, list[Seed]], progress: Progress) -> None:
         try:
-            model = model_ref_for(stack.stack, plan.models[0])
-            config = server_config(
-                stack=stack.stack,
-                tool_config=stack.resolved_tool_config,
-                launcher=stack.launcher,
-                model=model.name,
-                model_ref=model,
-                host=stack.host,
-                base_url=stack.url,
-                binary=stack.binary,
-                image=stack.image,
-                network=stack.network,
-                ctx=stack.ctx,
-                extra_args=stack.extra_args,
-                ready_timeout_s=self.matrix.timeouts.ready_s,
-                progress=lambda _m: None,
-            )
-            label = f"[bold]{plan.server_id}[/] starting"
-            task = progress.add_task(label, total=sum(len(s) for s in pending.values()))
-            with running_server(config, self.store.run_id, log_dir=self.store.dir / "logs") as handle:
-                progress.update(task, description=f"[bold]{plan.server_id}[/] ready in {handle.ready_s or 0:.0f}s")
-                for entry in plan.models:
-                    cells = [c for c in plan.cells if c.model.name == entry.name]
-                    model_config = (
-                        config
-                        if entry is plan.models[0]
-                        else config.model_copy(update={"model": model_ref_for(stack.stack, entry)})
-                    )
-                    self.prepare_model(handle, model_config)
-                    probe_result = probe(handle, model_config)
-                    for cell in cells:
-                        self.run_cell(cell, handle, model_config, probe_result, pending[cell.cell_id], progress, task)
-        except (LaunchError, AssetError) as exc:
-            self.console.print(f"[red]launch failed[/] {plan.server_id}: {str(exc).splitlines()[0]}")
-            for cell in plan.cells:
-                self.store.write_cell(
-                    cell.cell_id,
-                    {
-                        **self.cell_config(cell, None, None, None),
-                        "status": CellStatus.LAUNCH_FAILED.value,
-                        "error": str(exc),
-                        "log_tail": getattr(exc, "log_tail", None),
-                        "reproduce": getattr(exc, "command", None),
-                    },
-                )
+            config = launch_config(self.matrix, plan)
+        except LaunchFailed as exc:
+            self.mark_launch_failed(plan.cells, exc, None)
+            return
+        session = ServerSession(config, self.store.run_id, self.store.dir / "logs")
+        task = progress.add_task(f"[bold]{plan.server_id}[/] starting", total=sum(len(s) for s in pending.values()))
+        try:
+            session.start("initial")
+        except LaunchFailed as exc:
+            self.mark_launch_failed(plan.cells, exc, session)
+            return
+        try:
+            progress.update(task, description=f"[bold]{plan.server_id}[/] ready in {session.ready_s:.0f}s")
+            for entry in plan.models:
+                self.run_model(plan, entry, config, session, pending, progress, task)
+        finally:
+            session.stop()
 
-    def prepare_model(self, handle: ServerHandle, config: ServerConfig) -> None:
-        spec = load_stack(config.stack)
-        if spec.pull is not None:
-            httpx.post(
-                handle.base_url + spec.pull.path,
-                json=probe_body(spec.pull, config.model.name),
-                headers=auth_headers(spec),
-                timeout=self.matrix.timeouts.ready_s,
+    def run_model(
+        self,
+        plan: ServerPlan,
+        entry: ModelEntry,
+        config: ServerConfig,
+        session: ServerSession,
+        pending: dict[str, list[Seed]],
+        progress: Progress,
+        task: Any,
+    ) -> None:
+        cells = [c for c in plan.cells if c.model.name == entry.name]
+        try:
+            model_config = (
+                config
+                if entry is plan.models[0]
+                else config.model_copy(update={"model": model_ref_for(plan.stack.stack, entry)})
             )
-
-    def cell_config(
-        self, cell: Cell, handle: ServerHandle | None, config: ServerConfig | None, probe_result: ProbeResult | None
-    ) -> dict[str, Any]:
-        """The full stack config of a cell: what ran, what the server said, what was sent."""
-        spec = load_stack(cell.stack.stack)
-        tool_config = spec.tool_config(cell.stack.resolved_tool_config)
-        suites = sorted({suite for suite, _ in cell.seeds})
-        tools = {suite: load_suite(suite).tools for suite in suites}
-        described = handle.describe() if handle else {}
-        model = config.model if config else None
-        return {
-            "cell_id": cell.cell_id,
-            "order": cell.order,
-            "stack_label": cell.stack.label,
-            "stack": cell.stack.stack,
-            "tool_config": cell.stack.resolved_tool_config,
-            "tool_flags": tool_config.flags,
-            "parser": tool_config.parser,
-            "launcher": cell.stack.launcher,
-            "host": cell.stack.host,
-            "image": described.get("image")
-            or (spec.images.get(cell.stack.host).tagged if cell.stack.launcher == "docker" else None),
-            "image_id": described.get("image_id"),
-            "image_repo_digests": described.get("repo_digests"),
-            "binary": described.get("binary") or described.get("python"),
-            "binary_version": described.get("binary_version"),
-            "argv": described.get("argv"),
-            "env": described.get("env"),
-            "base_url": described.get("base_url"),
-            "stack_version": probe_result.stack_version if probe_result else None,
-            "capabilities": _without_template(probe_result.capabilities) if probe_result else None,
-            "chat_template_sha256": chat_template_sha256(probe_result, model) if model else None,
-            "model": cell.model.name,
-            "model_path": model.path if model else None,
-            "model_digest": model.digest if model else cell.model.digest,
-            "quantization": (model.quantization if model else None) or cell.model.quantization,
-            "tools_mode": cell.mode.value,
-            "hint": injects_hint(cell.mode),
-            "template_sha256": template_sha256(cell.mode),
-            "suites": suites,
-            "tool_count": {suite: len(t) for suite, t in tools.items()},
-            "tools_sha256": {suite: load_suite(suite).tools_sha256 for suite in suites},
-            "tools": tools,
-            "decoding": self.matrix.decoding.model_dump(),
-            "turn_cap": self.matrix.turn_cap,
-            "seeds": [seed for _, seed in cell.seeds],
-            "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities"}) if probe_result else None,
-        }
+            session.prepare_model(model_config, self.matrix.timeouts.ready_s)
+        except LaunchFailed as exc:  # e.g. an Ollama pull that failed: this model's cells, not the server's
+            self.mark_launch_failed(cells, exc, session)
+            return
+        probe_result = probe(session.handle, model_config)
+        for cell in cells:
+            if not session.alive():  # died under an earlier cell: this cell gets a fresh server
+                try:
+                    session.start("restart: the server had died under an earlier cell")
+                except LaunchFailed as exc:
+                    self.mark_launch_failed([cell], exc, session)
+                    continue
+            self.run_cell(cell, session, model_config, probe_result, pending[cell.cell_id], progress, task)
 
     def run_cell(
         self,
         cell: Cell,
-        handle: ServerHandle,
+        session: ServerSession,
         config: ServerConfig,
         probe_result: ProbeResult,
-        seeds: list[tuple[str, str]],
+        seeds: list[Seed],
         progress: Progress,
         task: Any,
     ) -> None:
-        base = self.cell_config(cell, handle, config, probe_result)
-        self.store.write_cell(cell.cell_id, {**base, "status": CellStatus.RUNNING.value, "started": now()})
-        spec = load_stack(cell.stack.stack)
+        base = cell_config(self.matrix, cell, session.handle, config, probe_result)
+        first_launches = len(self.launches_of(cell, None))
+        self.store.write_cell(
+            cell.cell_id,
+            {**base, "status": CellStatus.RUNNING.value, "started": now(), "launches": self.launches_of(cell, session)},
+        )
+        died = self.run_seeds(cell, session, base, config, seeds, progress, task)
+        status, error = CellStatus.COMPLETE, None
+        if died:
+            try:
+                session.start(f"restart: the server died under {len(died)} seed(s) of this cell")
+                died = self.run_seeds(cell, session, base, config, died, progress, task)
+            except LaunchFailed as exc:
+                error = exc.error
+            if died or error:
+                status = CellStatus.SERVER_DIED
+        launches = self.launches_of(cell, None)[:first_launches] + session.launches
+        final = {**base, "status": status.value, "finished": now(), "launches": launches}
+        self.store.write_cell(cell.cell_id, {**final, "error": error} if error else final)
 
-        def one(seed: tuple[str, str]) -> None:
+    def run_seeds(
+        self,
+        cell: Cell,
+        session: ServerSession,
+        base: dict[str, Any],
+        config: ServerConfig,
+        seeds: list[Seed],
+        progress: Progress,
+        task: Any,
+    ) -> list[Seed]:
+        """Run seeds (concurrently where the matrix says); returns those whose server died under them."""
+        spec = load_stack(cell.stack.stack)
+        handle = session.handle
+
+        def one(seed: Seed) -> Seed | None:
             suite, seed_id = seed
+            with self.lock:  # a rerun's first act: the aborted run's records are marked superseded
+                attempt = self.store.next_seed_attempt((cell.cell_id, seed_id))
+                if attempt:
+                    self.store.mark_superseded({(cell.cell_id, seed_id)})
             ctx = SeedContext(
                 run_id=self.store.run_id,
                 cell_id=cell.cell_id,
@@ -248,20 +221,45 @@ class Sweep:
                 request_timeout_s=self.matrix.timeouts.request_s,
                 max_attempts=self.matrix.retries.max_attempts,
                 backoff_s=self.matrix.retries.backoff_s,
+                max_retry_after_s=self.matrix.retries.max_retry_after_s,
                 headers=auth_headers(spec),
+                seed_attempt=attempt,
+                server_alive=handle.alive,
+                reset_cache=lambda client: reset_prompt_cache(
+                    client, handle.base_url, spec, served_name=config.model.name
+                ),
+                cancelled=self.cancelled,
             )
-            run_seed(ctx, self.record, heartbeat=lambda m: progress.update(task, description=f"  {m}"))
+            try:
+                final = run_seed(ctx, self.record, heartbeat=lambda m: progress.update(task, description=f"  {m}"))
+            except SeedCancelled:
+                return None
             with self.lock:
                 self.executed_seeds += 1
             progress.advance(task)
+            return seed if final.end is SeedEnd.SERVER_DIED else None
 
-        if self.matrix.concurrency > 1:
-            with ThreadPoolExecutor(self.matrix.concurrency) as pool:
-                list(pool.map(one, seeds))
-        else:
-            for seed in seeds:
-                one(seed)
-        self.store.write_cell(cell.cell_id, {**base, "status": CellStatus.COMPLETE.value, "finished": now()})
+        return [seed for seed in self.map_seeds(one, seeds) if seed is not None]
+
+    def map_seeds(self, one: Any, seeds: list[Seed]) -> list[Seed | None]:
+        """Run `one` over the seeds; on Ctrl-C (or any error) queued seeds are cancelled at once and running
+        ones stop before their next request, writing nothing more (resume reruns them)."""
+        if self.matrix.concurrency == 1:
+            try:
+                return [one(seed) for seed in seeds]
+            except BaseException:
+                self.cancelled.set()
+                raise
+        pool = ThreadPoolExecutor(self.matrix.concurrency)
+        try:
+            futures = [pool.submit(one, seed) for seed in seeds]
+            results = [future.result() for future in as_completed(futures)]
+        except BaseException:
+            self.cancelled.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+        return results
 
 
 def start_run(matrix: Matrix, matrix_path: Path, matrix_sha256: str, results_dir: Path) -> RunStore:

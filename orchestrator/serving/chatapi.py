@@ -16,19 +16,78 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.core.types import TokenCounts, TransportError
-from orchestrator.serving.stackspec import StackSpec
+from orchestrator.serving.stackspec import SAMPLER_PARAMS, StackSpec
 
 
 class Decoding(BaseModel):
-    """Decoding parameters, explicit and recorded. The paper used temperature 1.0, top_p 1.0."""
+    """The full sampler, explicit and recorded, in canonical names (`stackspec.SAMPLER_PARAMS`). The paper used
+    temperature 1.0, top_p 1.0. Every request sends every field in the stack's own names (its `sampler:`
+    section), so no stack falls back to its own defaults or to the model's generation_config.json; the
+    defaults below are the neutral values (each sampler stage off)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     temperature: float = Field(1.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
+    top_p: float = Field(1.0, gt=0, le=1, description="1.0 = off.")
+    top_k: int = Field(0, ge=0, description="0 = off (sent as the stack's own 'off' value: 0 or -1).")
+    min_p: float = Field(0.0, ge=0, le=1, description="0.0 = off.")
+    repetition_penalty: float = Field(1.0, gt=0, description="Multiplicative repeat penalty; 1.0 = off.")
+    presence_penalty: float = Field(0.0, ge=-2, le=2, description="0.0 = off.")
+    frequency_penalty: float = Field(0.0, ge=-2, le=2, description="0.0 = off.")
     max_tokens: int = Field(512, ge=1)
-    seed: int | None = Field(None, description="Sampling seed, where the stack honours it.")
-    extra: dict[str, Any] = Field(default_factory=dict, description="Stack-specific body fields, e.g. cache_prompt.")
+    seed: int | None = Field(None, description="Sampling seed; None = not sent (the stack draws one).")
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="Stack-specific body fields; they override `request_fields` and the sampler."
+    )
+
+
+# The value of each canonical parameter at which its sampler stage does nothing.
+NEUTRAL_SAMPLER: dict[str, float | int] = {
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
+
+
+class SamplerNotSupported(ValueError):
+    """The decoding asks for a non-neutral value of a parameter this stack's API does not accept."""
+
+
+def sampler_fields(spec: StackSpec, decoding: Decoding) -> dict[str, Any]:
+    """The sampler in the stack's own names and values (top_k 0 -> the stack's 'off' value); no I/O.
+
+    Parameters the stack does not accept (`sampler.not_sent`) are left out; asking for a non-neutral value
+    of one raises `SamplerNotSupported` instead of silently sampling differently."""
+    sampler = spec.sampler
+    fields: dict[str, Any] = {}
+    for param in SAMPLER_PARAMS:
+        value = getattr(decoding, param)
+        if param in sampler.not_sent:
+            if param in NEUTRAL_SAMPLER and value != NEUTRAL_SAMPLER[param]:
+                raise SamplerNotSupported(
+                    f"stack {spec.name!r} cannot send {param}={value!r}: {sampler.not_sent[param]}"
+                )
+            continue
+        if param == "seed" and value is None:
+            continue
+        if param == "top_k" and value == 0:
+            value = sampler.top_k_disabled
+        fields[sampler.names[param]] = value
+    return fields
+
+
+def sampler_record(spec: StackSpec, decoding: Decoding) -> dict[str, Any]:
+    """What a request carries, for the record: the sampler as sent, the fixed request fields, what is not sent."""
+    return {
+        "location": spec.sampler.location,
+        "sent": sampler_fields(spec, decoding),
+        "request_fields": dict(spec.request_fields),
+        "not_sent": dict(spec.sampler.not_sent),
+        "extra": dict(decoding.extra),
+    }
 
 
 def build_payload(
@@ -40,37 +99,28 @@ def build_payload(
     tools: list[dict[str, Any]] | None = None,
     response_schema: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The request body for this stack's chat API. `tools=None` sends no tools at all."""
+    """The request body for this stack's chat API. `tools=None` sends no tools at all.
+
+    Order of precedence: the stack's `request_fields`, then the sampler (in the stack's names, at the
+    stack's location), then `decoding.extra`."""
+    sampler = sampler_fields(spec, decoding)
+    payload: dict[str, Any] = {"model": model, "messages": messages, **spec.request_fields}
     if spec.api == "ollama":
-        options: dict[str, Any] = {
-            "temperature": decoding.temperature,
-            "top_p": decoding.top_p,
-            "num_predict": decoding.max_tokens,
-        }
-        if decoding.seed is not None:
-            options["seed"] = decoding.seed
-        payload: dict[str, Any] = {"model": model, "messages": messages, "stream": False, "options": options}
-        if tools is not None:
-            payload["tools"] = tools
-        if response_schema is not None:
-            payload["format"] = response_schema
-        return {**payload, **decoding.extra}
-    payload = {
-        "model": model,
-        "messages": messages,
-        "temperature": decoding.temperature,
-        "top_p": decoding.top_p,
-        "max_tokens": decoding.max_tokens,
-    }
-    if decoding.seed is not None:
-        payload["seed"] = decoding.seed
+        payload["stream"] = False
+    if spec.sampler.location == "options":
+        payload["options"] = sampler
+    else:
+        payload.update(sampler)
     if tools is not None:
         payload["tools"] = tools
     if response_schema is not None:
-        payload["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": "tool_call", "schema": response_schema, "strict": True},
-        }
+        if spec.constrained.knob == "ollama_format":
+            payload["format"] = response_schema
+        else:
+            payload["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "tool_call", "schema": response_schema, "strict": True},
+            }
     return {**payload, **decoding.extra}
 
 
@@ -102,7 +152,8 @@ def post_chat(client: httpx.Client, url: str, payload: dict[str, Any], timeout_s
     try:
         reply = client.post(url, json=payload, timeout=timeout_s)
     except httpx.TimeoutException as exc:
-        return ChatExchange(None, None, TransportError(kind="timeout", message=str(exc)), time.monotonic() - start)
+        message = f"{type(exc).__name__}: {exc}"
+        return ChatExchange(None, None, TransportError(kind="timeout", message=message), time.monotonic() - start)
     except httpx.HTTPError as exc:  # every other transport failure (WriteError, ProxyError, ...) is data too
         kind = "connection" if isinstance(exc, httpx.ConnectError) else "protocol"
         message = f"{type(exc).__name__}: {exc}"

@@ -1,8 +1,8 @@
 """Compose files for GPU hosts, rendered from the stack definitions so the two cannot drift.
 
 One file per launchable stack, one service per tool configuration (selected with a compose profile),
-pinned image (digest when known), the exact argv, a GPU reservation, a healthcheck and a read-only model
-volume. Ports are published on 127.0.0.1 only.
+pinned image (digest when known), the exact argv, a reservation of the GPUs the stack needs (launch.gpu_count),
+a healthcheck and a read-only model volume. Ports are published on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ def render(spec: StackSpec) -> dict[str, Any]:
             },
             "deploy": {
                 "resources": {
-                    "reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}
+                    "reservations": {
+                        "devices": [{"driver": "nvidia", "count": launch.gpu_count, "capabilities": ["gpu"]}]
+                    }
                 }
             },
         }

@@ -196,7 +196,9 @@ class DockerHandle(ServerHandle):
             volumes=volumes,
             shm_size=spec.launch.shm_size,
             ipc_mode="host" if spec.launch.ipc_host and config.host == "gpu" else None,
-            device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if config.host == "gpu" else None,
+            device_requests=(  # the GPUs this stack needs (stack file launch.gpu_count), not every GPU
+                [DeviceRequest(count=spec.launch.gpu_count, capabilities=[["gpu"]])] if config.host == "gpu" else None
+            ),
         )
 
     def alive(self) -> bool:
@@ -259,14 +261,14 @@ def auth_headers(spec: StackSpec) -> dict[str, str]:
 def start_server(config: ServerConfig, run_id: str, log_dir: Path | None = None) -> ServerHandle:
     """Start (or attach), wait until ready, return the handle. Failures tear down first."""
     spec = load_stack(config.stack)
-    if config.launcher == "attach":
-        if not config.base_url:
-            raise ValueError("the attach launcher needs a base_url")
-        handle: ServerHandle = AttachedHandle(config.base_url)
-    elif config.launcher == "process":
-        handle = ProcessHandle(spec, config, run_id, log_dir or cache_root() / "logs")
-    else:
-        handle = DockerHandle(spec, config, run_id)
+    try:
+        handle = _create_handle(spec, config, run_id, log_dir)
+    except Exception as exc:  # missing binary, image not found, engine API error: a launch failure, never a crash
+        raise LaunchError(
+            f"{config.server_id}: could not start: {type(exc).__name__}: {exc}",
+            command=_intended_command(spec, config),
+            log_tail=f"{type(exc).__name__}: {exc}",
+        ) from exc
     try:
         handle.ready_s = wait_ready(handle, spec, timeout_s=config.ready_timeout_s, headers=auth_headers(spec))
     except (ServerDied, ReadinessTimeout) as exc:
@@ -279,6 +281,27 @@ def start_server(config: ServerConfig, run_id: str, log_dir: Path | None = None)
         handle.stop()  # Ctrl-C, SIGTERM or a bug during the wait: leave nothing running
         raise
     return handle
+
+
+def _create_handle(spec: StackSpec, config: ServerConfig, run_id: str, log_dir: Path | None) -> ServerHandle:
+    if config.launcher == "attach":
+        if not config.base_url:
+            raise ValueError("the attach launcher needs a base_url")
+        return AttachedHandle(config.base_url)
+    if config.launcher == "process":
+        return ProcessHandle(spec, config, run_id, log_dir or cache_root() / "logs")
+    return DockerHandle(spec, config, run_id)
+
+
+def _intended_command(spec: StackSpec, config: ServerConfig) -> str:
+    """What would have run, for a launch that failed before a handle existed."""
+    try:
+        in_container = config.launcher == "docker"
+        argv = server_argv(spec, config, bind_host="127.0.0.1", port=0, in_container=in_container)
+        image = f"docker run {config.image or spec.images[config.host].reference} " if in_container else ""
+        return image + reproduce_command(argv, {})
+    except Exception as exc:  # the config itself may be what is broken
+        return f"(no command: {type(exc).__name__}: {exc})"
 
 
 @contextlib.contextmanager

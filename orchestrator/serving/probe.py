@@ -89,6 +89,7 @@ def probe(handle: ServerHandle, config: ServerConfig, decoding: Decoding = PROBE
         http_status=exchange.http_status,
         body=exchange.body,
         transport_error=exchange.transport_error,
+        parser_failures=spec.parser_failures,
     )
     return ProbeResult(
         server_id=config.server_id,

@@ -66,7 +66,7 @@ def in_container_model_path(spec: StackSpec, model: ModelRef) -> str | None:
 
 
 def server_argv(spec: StackSpec, config: ServerConfig, *, bind_host: str, port: int, in_container: bool) -> list[str]:
-    """The exact argv the server runs with: prefix + model + args + host args + tool-config flags + extras."""
+    """The exact argv: prefix + model + args + host args + prompt-cache policy args + tool-config flags + extras."""
     if spec.launch is None:
         return []
     launch = spec.launch
@@ -82,16 +82,21 @@ def server_argv(spec: StackSpec, config: ServerConfig, *, bind_host: str, port: 
     }
     prefix = launch.container_command if in_container else launch.process_command
     host_args = launch.gpu_args if config.host == "gpu" else launch.cpu_args
-    template = [*prefix, *launch.model_args, *launch.args, *host_args]
+    template = [*prefix, *launch.model_args, *launch.args, *host_args, *spec.prompt_cache.launch_args]
     flags = spec.tool_config(config.tool_config).flags
     return [*render_args(template, values), *flags, *config.extra_args]
 
 
 def server_env(spec: StackSpec, config: ServerConfig, *, bind_host: str, port: int) -> dict[str, str]:
+    """The server's environment: the stack's env, the prompt-cache policy's env, the env for a local model
+    (only when the model is a local file or directory: a hub id must stay free to download), then extras."""
     if spec.launch is None:
         return {}
-    values = {"host": bind_host, "port": str(port), "ctx": str(config.ctx or spec.launch.default_ctx)}
-    env = {key: render_args([value], values)[0] for key, value in spec.launch.env.items()}
+    launch = spec.launch
+    values = {"host": bind_host, "port": str(port), "ctx": str(config.ctx or launch.default_ctx)}
+    local = launch.local_model_env if config.model.local and config.model.path else {}
+    merged = {**launch.env, **spec.prompt_cache.env, **local}
+    env = {key: render_args([value], values)[0] for key, value in merged.items()}
     return {**env, **config.extra_env}
 
 

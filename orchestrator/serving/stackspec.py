@@ -7,9 +7,9 @@ and how it refuses requests. Everything stack-specific lives in that one file.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.core.types import RefusalSignature
 
@@ -86,6 +86,12 @@ class Launch(_Strict):
     cpu_args: list[str] = Field(default_factory=list)
     gpu_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    local_model_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment added only when the model is a local file or directory (e.g. HF_HUB_OFFLINE=1); "
+        "a hub id must stay free to download.",
+    )
+    gpu_count: int = Field(1, ge=1, description="GPUs a GPU launch requests (Docker DeviceRequest, compose).")
     container_port: int
     container_model_dir: str = "/models"
     shm_size: str | None = None
@@ -98,6 +104,87 @@ class Launch(_Strict):
         default_factory=list, description="argv printing the local binary's version (stdout or stderr)."
     )
     healthcheck: list[str] = Field(default_factory=list, description="Container healthcheck command (compose).")
+
+
+SamplerParam = Literal[
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "max_tokens",
+    "seed",
+]
+SAMPLER_PARAMS: tuple[str, ...] = get_args(SamplerParam)
+
+
+class Sampler(_Strict):
+    """How the stack spells the sampler. Every canonical parameter (`SAMPLER_PARAMS`, the field names of
+    `chatapi.Decoding`) is either named here as the stack spells it, or listed in `not_sent` with the reason
+    the API does not accept it. Values go to the top-level body or to Ollama's `options` object."""
+
+    location: Literal["body", "options"] = Field("body", description="body: top level; options: Ollama `options`.")
+    names: dict[SamplerParam, str] = Field(description="canonical name -> the stack's own field name.")
+    not_sent: dict[SamplerParam, str] = Field(
+        default_factory=dict, description="canonical name -> why it is never sent (the API would refuse it)."
+    )
+    top_k_disabled: int | None = Field(None, description="The stack's top_k value meaning 'off' (canonical 0).")
+
+    @model_validator(mode="after")
+    def _complete(self) -> Sampler:
+        both = set(self.names) & set(self.not_sent)
+        if both:
+            raise ValueError(f"sampler parameters both sent and not sent: {sorted(both)}")
+        missing = [p for p in SAMPLER_PARAMS if p not in self.names and p not in self.not_sent]
+        if missing:
+            raise ValueError(f"sampler parameters neither named nor listed in not_sent: {missing}")
+        if "top_k" in self.names and self.top_k_disabled is None:
+            raise ValueError("top_k is sent: top_k_disabled (the stack's value for 'off') is required")
+        return self
+
+
+class CacheStep(_Strict):
+    """One HTTP request of a prompt-cache reset. Placeholders: {served_name}, and {slot} with `for_each_slot`."""
+
+    method: Literal["GET", "POST", "DELETE"] = "POST"
+    path: str
+    body: dict[str, Any] | None = Field(None, description="JSON body; strings may use {served_name}.")
+    for_each_slot: str | None = Field(
+        None, description="GET this path first (a JSON list of objects with `id`) and run the step once per id."
+    )
+    ok_statuses: list[int] = Field(default_factory=lambda: [200])
+    ok_json: dict[str, Any] | None = Field(
+        None, description="The JSON answer must hold these key/value pairs (e.g. vLLM's {success: true})."
+    )
+    until_absent: str | None = Field(
+        None, description="Then poll this GET path until its body no longer mentions {served_name} (async unloads)."
+    )
+    timeout_s: float = Field(30.0, gt=0)
+
+
+class PromptCache(_Strict):
+    """What the stack's prompt (prefix) cache does between seeds: a seed's records must never depend on what the
+    server ran before it.
+
+    - clear_per_seed: the cache stays on within a seed and `clear` empties it at each seed's start;
+    - off: caching is disabled at launch (`launch_args`/`env`), nothing to clear;
+    - unmanaged: the stack can neither clear nor disable it (hosted APIs): recorded as such."""
+
+    policy: Literal["clear_per_seed", "off", "unmanaged"]
+    launch_args: list[str] = Field(default_factory=list, description="argv the policy needs (appended at launch).")
+    env: dict[str, str] = Field(default_factory=dict, description="Server environment the policy needs.")
+    clear: list[CacheStep] = Field(default_factory=list, description="Requests that empty the cache, in order.")
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _steps_match_policy(self) -> PromptCache:
+        if self.policy == "clear_per_seed" and not self.clear:
+            raise ValueError("prompt_cache policy clear_per_seed needs `clear` steps")
+        if self.policy != "clear_per_seed" and self.clear:
+            raise ValueError(f"prompt_cache policy {self.policy} takes no `clear` steps")
+        return self
 
 
 class StackSpec(_Strict):
@@ -115,10 +202,20 @@ class StackSpec(_Strict):
     capabilities: list[Probe] = Field(default_factory=list)
     pull: Probe | None = Field(None, description="Request that makes a model available before use (Ollama).")
     refusals: list[RefusalSignature] = Field(default_factory=list)
+    parser_failures: list[RefusalSignature] = Field(
+        default_factory=list,
+        description="Error bodies by which the stack's own parser rejects what the model generated (e.g. llama.cpp's "
+        "500 'Failed to parse input at pos N'): the model's turn, unparseable_text, never retried.",
+    )
     constrained: ConstrainedDecoding
     deterministic_extra: dict[str, bool | int | str] = Field(
         default_factory=dict, description="Body fields that make temperature-0 answers reproducible (probes)."
     )
+    sampler: Sampler = Field(description="The full sampler in the stack's own names; sent on every request.")
+    request_fields: dict[str, bool | int | float | str] = Field(
+        default_factory=dict, description="Body fields every chat request carries (recorded), e.g. cache_prompt."
+    )
+    prompt_cache: PromptCache = Field(description="How a seed starts from an empty prompt cache.")
     api_key_env: str | None = Field(None, description="Environment variable holding a bearer token.")
     quirks: list[str] = Field(default_factory=list)
 

@@ -30,6 +30,12 @@ from common import JsonHandler, answer_arguments
 VERSION = "0.5.23"
 
 
+FLUSHED = (
+    "Cache flushed.\nPlease check backend logs for more details. "
+    "(When there are running or waiting requests, the operation will not be performed.)\n"
+)
+
+
 def flat_error(message: str) -> dict:
     return {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}
 
@@ -64,6 +70,9 @@ def make_handler(args: argparse.Namespace, ready_at: float) -> type[JsonHandler]
                 self.send_json(404, {"detail": "Not Found"})
 
         def do_POST(self) -> None:
+            if self.path == "/flush_cache":  # http_server.py flush_cache: 200 with this text when idle
+                self.send_json(200, FLUSHED, "text/plain; charset=utf-8")
+                return
             if self.path != "/v1/chat/completions":
                 self.send_json(404, {"detail": "Not Found"})
                 return

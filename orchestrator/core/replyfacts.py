@@ -1,0 +1,129 @@
+"""Facts about a reply that sit beside its outcome. Pure.
+
+Where the message is, why generation stopped (`finish_reason`), the reasoning a message carries beside its
+content, whether a constrained answer kept the schema the stack was asked to enforce, and the model output
+that a stack's own parser error quotes. The classifier (core/classify.py) turns these into its verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from orchestrator.core.modes import call_schema
+
+TRUNCATED_FLAG = "truncated:max_tokens"  # generation was cut at max_tokens (finish_reason "length")
+CONSTRAINT_VIOLATED_FLAG = "constraint:violated"  # a constrained answer that is not one schema-valid JSON object
+
+# Reasoning beside the content, by stack: llama.cpp common/chat.cpp common_chat_msg::to_json_oaicompat and SGLang
+# srt/entrypoints/openai/protocol.py ChatMessage write `reasoning_content`; vLLM 0.32
+# entrypoints/openai/chat_completion/protocol.py ChatMessage writes `reasoning` (`reasoning_content` before);
+# Ollama writes `thinking` on /api/chat (api.Message) and `reasoning` on /v1 (openai/openai.go Message).
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+
+# The model output a stack's parser error quotes. llama.cpp common/chat.cpp common_chat_peg_parse:
+# "Failed to parse input at pos N: " + the input from the failing position; Ollama harmony/harmonyparser.go
+# HarmonyMessageHandler.Add: "error parsing tool call: raw='<arguments>', err=<why>".
+# Anchored at the start: the quoted tail is the model's text and may itself contain anything.
+_QUOTED_OUTPUT = (
+    re.compile(r"Failed to parse input at pos \d+: (.*)\Z", re.DOTALL),
+    re.compile(r"error parsing tool call: raw='(.*)', err=", re.DOTALL),
+)
+
+
+def message_of(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The assistant message: OpenAI `choices[0].message`, or Ollama /api/chat `message`."""
+    choices = body.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        message = choices[0].get("message")
+        return message if isinstance(message, Mapping) else None
+    message = body.get("message")  # Ollama /api/chat
+    return message if isinstance(message, Mapping) else None
+
+
+def content_text(content: Any) -> str | None:
+    """A message's content as text: a string, content parts joined, anything else as JSON; None stays None."""
+    if content is None:
+        return None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        parts = [p.get("text") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+        return "".join(parts)
+    return json.dumps(content, default=str)
+
+
+def finish_reason_of(body: Any) -> str | None:
+    """Why generation stopped, as the stack said it: OpenAI `choices[0].finish_reason`, Ollama `done_reason`."""
+    if not isinstance(body, Mapping):
+        return None
+    choices = body.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        reason = choices[0].get("finish_reason")
+    else:
+        reason = body.get("done_reason")
+    return reason if isinstance(reason, str) else None
+
+
+def reasoning_text(message: Mapping[str, Any]) -> str | None:
+    """The first non-blank reasoning field of a message, or None."""
+    for name in REASONING_FIELDS:
+        value = message.get(name)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def enforced_schema(tools: Sequence[Any]) -> dict[str, Any]:
+    """The schema a constrained request asked the stack to enforce (`modes.call_schema`); malformed tool
+    entries are skipped rather than raised on."""
+    try:
+        return call_schema(list(tools or ()))
+    except (KeyError, TypeError, IndexError, AttributeError):
+        names = []
+        for tool in tools or ():
+            function = tool.get("function") if isinstance(tool, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                names.append({"function": {"name": function["name"]}})
+        return call_schema(names)
+
+
+def violates_constraint(content: str | None, tools: Sequence[Any]) -> bool:
+    """True unless the content, stripped of surrounding whitespace, is exactly one JSON object valid against
+    the enforced schema. Fenced JSON does not conform: a constrained decoder never writes the fence."""
+    try:
+        value = json.loads((content or "").strip())
+    except (ValueError, RecursionError):
+        return True
+    if not isinstance(value, dict):
+        return True
+    try:
+        return not Draft202012Validator(enforced_schema(tools)).is_valid(value)
+    except Exception:  # a schema the engine cannot evaluate: the answer is not shown to conform
+        return True
+
+
+def reply_flags(
+    *, finish_reason: str | None, constrained: bool, tools: Sequence[Any], status: int | None, body: Any
+) -> list[str]:
+    """family:reason facts beside the outcome: truncation (any reply), constraint violation (a 2xx message
+    in a constrained mode)."""
+    flags = [TRUNCATED_FLAG] if finish_reason == "length" else []
+    if constrained and status is not None and 200 <= status < 300 and isinstance(body, Mapping):
+        message = message_of(body)
+        if message is not None and violates_constraint(content_text(message.get("content")), tools):
+            flags.append(CONSTRAINT_VIOLATED_FLAG)
+    return flags
+
+
+def quoted_output(error_text: str) -> str | None:
+    """The model output a stack's parser error quotes, or None when the error quotes none."""
+    for pattern in _QUOTED_OUTPUT:
+        match = pattern.match(error_text)
+        if match:
+            return match.group(1)
+    return None

@@ -1,0 +1,94 @@
+"""The full stack config of a cell, as recorded in `cells/<cell_id>.json`: what ran, what the server said,
+what was sent. Built from the matrix cell, the server's handle and its probe."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from orchestrator.core.modes import mode_of
+from orchestrator.runner.matrix import Cell, Matrix
+from orchestrator.runner.modes import template_sha256
+from orchestrator.runner.tasks import load_suite
+from orchestrator.serving.chatapi import sampler_record
+from orchestrator.serving.defaults import model_generation_config
+from orchestrator.serving.launchers import ServerHandle
+from orchestrator.serving.probe import ProbeResult
+from orchestrator.serving.registry import load_stack
+from orchestrator.serving.serverconfig import ModelRef, ServerConfig
+
+
+def chat_template_sha256(probe_result: ProbeResult | None, model: ModelRef) -> str | None:
+    """Hash of the chat template the server uses: from the server when it says, else the model files."""
+    if probe_result is not None:
+        for key, value in probe_result.capabilities.items():
+            if key.endswith("#chat_template") and isinstance(value, str):
+                return hashlib.sha256(value.encode()).hexdigest()
+    if model.path and (Path(model.path) / "tokenizer_config.json").is_file():
+        template = json.loads((Path(model.path) / "tokenizer_config.json").read_text()).get("chat_template")
+        if isinstance(template, str):
+            return hashlib.sha256(template.encode()).hexdigest()
+    return None
+
+
+def _without_template(capabilities: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in capabilities.items() if not k.endswith("#chat_template")}
+
+
+def cell_config(
+    matrix: Matrix,
+    cell: Cell,
+    handle: ServerHandle | None,
+    config: ServerConfig | None,
+    probe_result: ProbeResult | None,
+) -> dict[str, Any]:
+    """The full stack config of a cell: what ran, what the server said, what was sent."""
+    spec = load_stack(cell.stack.stack)
+    tool_config = spec.tool_config(cell.stack.resolved_tool_config)
+    suites = sorted({suite for suite, _ in cell.seeds})
+    tools = {suite: load_suite(suite).tools for suite in suites}
+    described = handle.describe() if handle else {}
+    model = config.model if config else None
+    return {
+        "cell_id": cell.cell_id,
+        "order": cell.order,
+        "stack_label": cell.stack.label,
+        "stack": cell.stack.stack,
+        "tool_config": cell.stack.resolved_tool_config,
+        "tool_flags": tool_config.flags,
+        "parser": tool_config.parser,
+        "launcher": cell.stack.launcher,
+        "host": cell.stack.host,
+        "image": described.get("image")
+        or (spec.images.get(cell.stack.host).tagged if cell.stack.launcher == "docker" else None),
+        "image_id": described.get("image_id"),
+        "image_repo_digests": described.get("repo_digests"),
+        "binary": described.get("binary") or described.get("python"),
+        "binary_version": described.get("binary_version"),
+        "argv": described.get("argv"),
+        "env": described.get("env"),
+        "base_url": described.get("base_url"),
+        "stack_version": probe_result.stack_version if probe_result else None,
+        "capabilities": _without_template(probe_result.capabilities) if probe_result else None,
+        "chat_template_sha256": chat_template_sha256(probe_result, model) if model else None,
+        "model": cell.model.name,
+        "model_path": model.path if model else None,
+        "model_digest": model.digest if model else cell.model.digest,
+        "quantization": (model.quantization if model else None) or cell.model.quantization,
+        "tools_mode": cell.mode.value,
+        "hint": mode_of(cell.mode).hint,
+        "template_sha256": template_sha256(cell.mode),
+        "suites": suites,
+        "tool_count": {suite: len(t) for suite, t in tools.items()},
+        "tools_sha256": {suite: load_suite(suite).tools_sha256 for suite in suites},
+        "tools": tools,
+        "decoding": matrix.decoding.model_dump(),
+        "sampler": sampler_record(spec, matrix.decoding),
+        "prompt_cache_policy": spec.prompt_cache.model_dump(mode="json"),
+        "server_defaults": {"generation_config": model_generation_config(model)} if model else None,
+        "turn_cap": matrix.turn_cap,
+        "seeds": [seed for _, seed in cell.seeds],
+        "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities"}) if probe_result else None,
+    }

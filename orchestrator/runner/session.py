@@ -1,0 +1,134 @@
+"""One server of a matrix plan over its life: resolved from the matrix, started, restarted when it dies,
+stopped. Every start is recorded (`launches`), and every way a start can fail becomes `LaunchFailed`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from orchestrator.core.classify import error_message
+from orchestrator.runner.matrix import Matrix, ModelEntry, ServerPlan
+from orchestrator.runner.store import now
+from orchestrator.serving.assets import resolve_model
+from orchestrator.serving.build import server_config
+from orchestrator.serving.launchers import LaunchError, ServerHandle, auth_headers, start_server
+from orchestrator.serving.readiness import probe_body
+from orchestrator.serving.registry import load_stack
+from orchestrator.serving.serverconfig import ModelRef, ServerConfig
+
+
+class LaunchFailed(Exception):
+    """A server (or a model on it) could not be made ready; the cells it would serve are marked."""
+
+    def __init__(self, error: str, *, log_tail: str | None = None, command: str | None = None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.log_tail = log_tail
+        self.command = command
+
+    @property
+    def summary(self) -> str:
+        return self.error.splitlines()[0] if self.error else "(no message)"
+
+
+def model_ref_for(stack: str, entry: ModelEntry) -> ModelRef:
+    source = entry.sources[stack]
+    if source.asset:
+        resolved = resolve_model(stack, source.asset, progress=lambda _m: None)
+        return resolved.model_copy(update={"name": entry.name})
+    if source.path:
+        return ModelRef(name=entry.name, path=source.path, digest=entry.digest, quantization=entry.quantization)
+    if source.hub:
+        return ModelRef(
+            name=entry.name, path=source.hub, local=False, digest=entry.digest, quantization=entry.quantization
+        )
+    return ModelRef(name=source.tag or entry.name, quantization=entry.quantization, digest=entry.digest)
+
+
+def launch_config(matrix: Matrix, plan: ServerPlan) -> ServerConfig:
+    """The server's resolved config (provisioning cached assets); any failure is a LaunchFailed."""
+    stack = plan.stack
+    try:
+        model = model_ref_for(stack.stack, plan.models[0])
+        return server_config(
+            stack=stack.stack,
+            tool_config=stack.resolved_tool_config,
+            launcher=stack.launcher,
+            model=model.name,
+            model_ref=model,
+            host=stack.host,
+            base_url=stack.url,
+            binary=stack.binary,
+            image=stack.image,
+            network=stack.network,
+            ctx=stack.ctx,
+            extra_args=stack.extra_args,
+            ready_timeout_s=matrix.timeouts.ready_s,
+            progress=lambda _m: None,
+        )
+    except Exception as exc:  # missing asset, bad path, failed build: the cells are marked, the sweep goes on
+        raise LaunchFailed(f"{plan.server_id}: cannot resolve the server: {type(exc).__name__}: {exc}") from exc
+
+
+class ServerSession:
+    def __init__(self, config: ServerConfig, run_id: str, log_dir: Path) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.log_dir = log_dir
+        self._handle: ServerHandle | None = None
+        self.launches: list[dict[str, Any]] = []
+
+    @property
+    def handle(self) -> ServerHandle:
+        if self._handle is None:
+            raise RuntimeError("the server is not started")
+        return self._handle
+
+    @property
+    def ready_s(self) -> float:
+        return (self._handle.ready_s or 0.0) if self._handle else 0.0
+
+    def alive(self) -> bool:
+        return self._handle is not None and self._handle.alive()
+
+    def start(self, reason: str) -> ServerHandle:
+        """(Re)start the server; the previous one, dead or not, is removed first. Recorded either way."""
+        self.stop()
+        launch: dict[str, Any] = {"reason": reason, "started": now()}
+        self.launches.append(launch)
+        try:
+            self._handle = start_server(self.config, self.run_id, log_dir=self.log_dir)
+        except LaunchError as exc:
+            launch.update(ok=False, error=str(exc).splitlines()[0])
+            raise LaunchFailed(str(exc), log_tail=exc.log_tail, command=exc.command) from exc
+        launch.update(ok=True, ready_s=self._handle.ready_s, server=self._handle.describe())
+        return self._handle
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.stop()
+            self._handle = None
+
+    def prepare_model(self, config: ServerConfig, timeout_s: float) -> None:
+        """Make the model available where the stack needs it (Ollama pulls); a failed pull is LaunchFailed
+        with the pull's own error, so a later 404 is never mistaken for a refusal."""
+        spec = load_stack(config.stack)
+        if spec.pull is None:
+            return
+        url = self.handle.base_url + spec.pull.path
+        try:
+            reply = httpx.post(
+                url, json=probe_body(spec.pull, config.model.name), headers=auth_headers(spec), timeout=timeout_s
+            )
+        except httpx.HTTPError as exc:
+            raise LaunchFailed(f"pull {config.model.name}: {type(exc).__name__}: {exc}") from exc
+        try:
+            body: Any = reply.json()
+        except ValueError:
+            body = reply.text
+        message = error_message(body) if isinstance(body, (dict, str)) else ""
+        failed = reply.status_code != 200 or (isinstance(body, dict) and "error" in body)
+        if failed:
+            raise LaunchFailed(f"pull {config.model.name}: HTTP {reply.status_code}: {message or body}")

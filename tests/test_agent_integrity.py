@@ -1,0 +1,199 @@
+"""The agent loop's integrity rules, each against a scripted loopback server (tests/fakes/scripted.py)
+replaying a real reply body: a retry only when no model output arrived, a 2xx answer final however empty,
+a stack's parser failure as the model's turn, Retry-After honoured within a bound, a dead server ending
+the seed as `server_died`, context overflow as its own end, and a cancelled seed writing nothing more."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pytest
+
+from orchestrator.core.types import ToolsMode, TurnRecord
+from orchestrator.runner.agent import SeedCancelled, SeedContext, run_seed
+from orchestrator.runner.tasks import load_suite
+from orchestrator.serving.chatapi import Decoding, post_chat
+from orchestrator.serving.registry import load_stack
+from tests.fakes.scripted import Reply, chat_reply, scripted_server
+
+# llama.cpp tools/server/server.cpp ex_wrapper: the chat parser's exception becomes a 500 server_error. Builds with
+# the PEG parser before the rewording embed the generated text from the failing position (common/chat.cpp
+# "Failed to parse input at pos N: ..."); the pinned b11312 says "The model produced output that does not match
+# the expected <format> format" and quotes none of it (strings of the pinned binary).
+LLAMA_PARSE_FAILURE_QUOTING = {
+    "error": {
+        "code": 500,
+        "message": "Failed to parse input at pos 0: <tool_call>\n"
+        '{"name": "pod_status", "arguments": {"name": "api-1"}}',
+        "type": "server_error",
+    }
+}
+LLAMA_PARSE_FAILURE_B11312 = {
+    "error": {
+        "code": 500,
+        "message": "The model produced output that does not match the expected Hermes 2 Pro format",
+        "type": "server_error",
+    }
+}
+# llama.cpp tools/server: format_error_response(ERROR_TYPE_EXCEED_CONTEXT_SIZE) when the prompt outgrows n_ctx.
+LLAMA_CONTEXT_OVERFLOW = {
+    "error": {
+        "code": 400,
+        "message": "the request exceeds the available context size, try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 2100,
+        "n_ctx": 2048,
+    }
+}
+# OpenAI's documented rate-limit error (the hosted control stack), sent with a Retry-After header.
+OPENAI_RATE_LIMITED = {
+    "error": {
+        "message": "Rate limit reached for requests",
+        "type": "requests",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+}
+VALID_TEXT_CALL = '{"name": "pod_status", "arguments": {"name": "api-1"}}'
+
+
+def context(base_url: str, stack: str = "llamacpp", **overrides: object) -> SeedContext:
+    values = dict(
+        run_id="r",
+        cell_id="c",
+        stack_label=f"{stack}-x",
+        spec=load_stack(stack),
+        parser=None,
+        stack_version="v",
+        base_url=base_url,
+        model="m",
+        mode=ToolsMode.TEXT_TOOLS,
+        suite=load_suite("ops"),
+        seed_id="ops-00",
+        decoding=Decoding(temperature=1.0, max_tokens=32, seed=1),
+        turn_cap=3,
+        loop_repeats=3,
+        request_timeout_s=10,
+        max_attempts=3,
+        backoff_s=0.0,
+        headers={},
+    )
+    values.update(overrides)
+    return SeedContext(**values)  # type: ignore[arg-type]
+
+
+def run(replies: list[Reply], **overrides: object) -> tuple[list[TurnRecord], int]:
+    records: list[TurnRecord] = []
+    with scripted_server(replies) as (url, script):
+        run_seed(context(url, **overrides), records.append)
+    return records, len(script.requests)
+
+
+def test_an_empty_200_answer_is_final_and_never_resampled() -> None:
+    records, requests = run([Reply(200, chat_reply("")), Reply(200, chat_reply(VALID_TEXT_CALL))])
+    assert requests == 1
+    assert [(r.outcome.value, r.detail, r.attempt, r.end) for r in records] == [
+        ("non_response", "empty:no_content", 0, "empty")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "recoverable"), [(LLAMA_PARSE_FAILURE_QUOTING, True), (LLAMA_PARSE_FAILURE_B11312, False)]
+)
+def test_a_server_parser_failure_is_the_models_turn_and_not_retried(body: dict, recoverable: bool) -> None:
+    records, requests = run([Reply(500, body), Reply(200, chat_reply(VALID_TEXT_CALL))])
+    assert requests == 1
+    (only,) = records
+    assert (only.outcome.value, only.detail, only.end) == (
+        "unparseable_text",
+        "parse:server_rejected_output",
+        "unparseable",
+    )
+    assert only.text_call_recoverable is recoverable
+
+
+def test_a_plain_500_without_model_output_is_retried_and_every_attempt_recorded() -> None:
+    plain = {"error": {"code": 500, "message": "slot unavailable", "type": "server_error"}}
+    records, requests = run([Reply(500, plain)], max_attempts=3)
+    assert requests == 3
+    assert [(r.attempt, r.outcome.value, r.end) for r in records] == [
+        (0, "non_response", None),
+        (1, "non_response", None),
+        (2, "non_response", "retries_exhausted"),
+    ]
+
+
+def test_429_is_a_non_response_retried_after_retry_after() -> None:
+    replies = [Reply(429, OPENAI_RATE_LIMITED, {"Retry-After": "1"}), Reply(200, chat_reply(VALID_TEXT_CALL))]
+    records: list[TurnRecord] = []
+    with scripted_server(replies) as (url, script):
+        run_seed(context(url, stack="openai", turn_cap=1), records.append)
+    first, second = records
+    assert (first.outcome.value, first.detail, first.http_status) == ("non_response", "server:rate_limited", 429)
+    assert second.attempt == 1 and second.outcome.value == "valid_call"
+    waited = script.requests[1][0] - script.requests[0][0]
+    assert waited >= 0.9, f"Retry-After: 1 not honoured (waited {waited:.2f}s)"
+
+
+def test_retry_after_is_bounded() -> None:
+    replies = [Reply(429, OPENAI_RATE_LIMITED, {"Retry-After": "3600"}), Reply(200, chat_reply(VALID_TEXT_CALL))]
+    records: list[TurnRecord] = []
+    with scripted_server(replies) as (url, script):
+        run_seed(context(url, stack="openai", turn_cap=1, max_retry_after_s=0.2), records.append)
+    assert [r.attempt for r in records] == [0, 1]
+    assert script.requests[1][0] - script.requests[0][0] < 30
+
+
+def test_a_dead_server_ends_the_seed_as_server_died_not_finished() -> None:
+    plain = {"error": {"code": 503, "message": "Service Unavailable", "type": "unavailable_error"}}
+    records, requests = run([Reply(503, plain)], max_attempts=5, server_alive=lambda: False)
+    assert requests == 1
+    assert [(r.outcome.value, r.end) for r in records] == [("non_response", "server_died")]
+
+
+def test_context_overflow_is_a_refusal_with_its_own_end() -> None:
+    records, _ = run([Reply(400, LLAMA_CONTEXT_OVERFLOW)])
+    assert [(r.outcome.value, r.detail, r.end) for r in records] == [
+        ("rejected_request", "refused:context_overflow", "context_overflow")
+    ]
+
+
+def test_finish_reason_and_truncation_flag_reach_the_turn_record() -> None:
+    cut = chat_reply('{"name": "list_pods", "argu', finish_reason="length")
+    records, _ = run([Reply(200, cut)])
+    (only,) = records
+    assert only.finish_reason == "length" and "truncated:max_tokens" in only.flags
+
+
+def test_the_cache_reset_result_goes_on_the_first_record_and_a_failed_reset_is_flagged() -> None:
+    replies = [Reply(200, chat_reply(VALID_TEXT_CALL)), Reply(200, chat_reply("done."))]
+    reset = {"method": "POST /slots/0?action=erase", "ok": False, "cleared": False}
+    records, _ = run(replies, reset_cache=lambda _client: reset)
+    assert records[0].prompt_cache == reset
+    assert "cache:not_cleared" in records[0].flags
+    assert records[1].prompt_cache is None
+
+
+def test_a_cancelled_seed_writes_nothing_more() -> None:
+    cancelled = threading.Event()
+    records: list[TurnRecord] = []
+
+    def record(turn: TurnRecord) -> None:
+        records.append(turn)
+        cancelled.set()  # Ctrl-C arrives after the first record
+
+    with scripted_server([Reply(200, chat_reply(VALID_TEXT_CALL))]) as (url, script), pytest.raises(SeedCancelled):
+        run_seed(context(url, cancelled=cancelled, turn_cap=5), record)
+    assert len(records) == 1 and len(script.requests) == 1
+
+
+@pytest.mark.parametrize("error", [httpx.WriteError, httpx.WriteTimeout, httpx.ProxyError, httpx.UnsupportedProtocol])
+def test_every_transport_error_class_is_data_never_raised(error: type[httpx.HTTPError]) -> None:
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise error("planted", request=request)
+
+    with httpx.Client(transport=httpx.MockTransport(fail)) as client:
+        exchange = post_chat(client, "http://127.0.0.1:9/v1/chat/completions", {"messages": []}, 5)
+    assert exchange.http_status is None and exchange.transport_error is not None
+    assert error.__name__ in exchange.transport_error.message

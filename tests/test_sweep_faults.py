@@ -1,0 +1,111 @@
+"""The sweep under faults that need no model server: a launch that raises (missing binary), a Docker image
+that does not exist, and an Ollama pull that fails. None may abort the matrix: the cells are marked
+`launch_failed` with the error, and the rest of the matrix runs (against the Ollama replay)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from tests.conftest import REPLAY_DIR
+
+ENV = {**os.environ, "COLUMNS": "250"}
+
+
+def orchestrate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, env=ENV, timeout=600
+    )
+
+
+def run_matrix(tmp_path: Path, text: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    done = orchestrate("matrix", str(path), "--results", str(tmp_path / "r"))
+    runs = [p for p in (tmp_path / "r").iterdir() if p.is_dir()]
+    assert len(runs) == 1, done.stderr[-2000:]
+    return done, runs[0]
+
+
+def test_a_missing_binary_marks_cells_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    done, run = run_matrix(
+        tmp_path,
+        f"""\
+name: nobinary
+stacks:
+  - {{stack: llamacpp, tool_config: jinja, launcher: process, binary: /nonexistent/llama-server}}
+  - {{stack: ollama, launcher: process, binary: {REPLAY_DIR / "ollama"}}}
+models:
+  - name: llama3.2
+    sources:
+      llamacpp: {{path: /nonexistent/m.gguf}}
+      ollama: {{tag: "llama3.2:latest"}}
+modes: [native]
+tasks:
+  - {{suite: ops, count: 2}}
+turn_cap: 2
+bootstrap: {{resamples: 200}}
+""",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    failed = json.loads((run / "cells" / "llamacpp-jinja__llama3.2__native.json").read_text())
+    assert failed["status"] == "launch_failed"
+    assert "FileNotFoundError" in failed["error"] and "/nonexistent/llama-server" in failed["reproduce"]
+    long = pd.read_csv(run / "report" / "cells_long.csv").set_index("cell_id")
+    assert long.loc["ollama-default__llama3.2__native", "n_eligible_turns"] == 4  # 2 seeds x turn cap 2
+
+
+def test_a_missing_image_marks_cells_launch_failed(tmp_path: Path, docker_client) -> None:
+    done, run = run_matrix(
+        tmp_path,
+        """\
+name: noimage
+stacks:
+  - {stack: llamacpp, tool_config: jinja, launcher: docker, image: "toolcall-matrix/does-not-exist:0"}
+models:
+  - name: m
+    sources: {llamacpp: {path: /nonexistent/m.gguf}}
+modes: [native]
+tasks:
+  - {suite: ops, count: 2}
+bootstrap: {resamples: 200}
+""",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    cell = json.loads((run / "cells" / "llamacpp-jinja__m__native.json").read_text())
+    assert cell["status"] == "launch_failed" and "ImageNotFound" in cell["error"]
+
+
+def test_a_failed_ollama_pull_marks_that_models_cells_not_a_refusal(tmp_path: Path) -> None:
+    done, run = run_matrix(
+        tmp_path,
+        f"""\
+name: pullfail
+stacks:
+  - {{stack: ollama, launcher: process, binary: {REPLAY_DIR / "ollama"}}}
+models:
+  - name: typo
+    sources: {{ollama: {{tag: "qwen2.5-codr:0.5b"}}}}
+  - name: llama3.2
+    sources: {{ollama: {{tag: "llama3.2:latest"}}}}
+modes: [native]
+tasks:
+  - {{suite: ops, count: 2}}
+turn_cap: 2
+bootstrap: {{resamples: 200}}
+""",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    typo = json.loads((run / "cells" / "ollama-default__typo__native.json").read_text())
+    assert typo["status"] == "launch_failed"
+    assert "pull model manifest: file does not exist" in typo["error"]
+    turns = [json.loads(line) for line in (run / "turns.jsonl").read_text().splitlines()]
+    assert not [t for t in turns if t["model"] == "qwen2.5-codr:0.5b"], (
+        "no request may reach a model that failed to pull"
+    )
+    assert {t["model"] for t in turns} == {"llama3.2:latest"}
