@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -362,20 +362,25 @@ def matrix_command(
     matrix_file: Annotated[Path | None, typer.Argument(help="matrices/*.yaml")] = None,
     resume: Annotated[Path | None, typer.Option("--resume", help="Finish what is missing in RUN_DIR.")] = None,
     results: Annotated[Path, typer.Option(help="Where runs are stored.")] = Path("results"),
+    allow_drift: Annotated[
+        bool, typer.Option("--allow-drift", help="Resume even if stacks/, seeds/, templates or the commit changed.")
+    ] = False,
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
     from orchestrator.runner.matrix import Matrix
     from orchestrator.runner.store import StoreError, now
-    from orchestrator.runner.sweep import Sweep, resume_run, start_run
+    from orchestrator.runner.sweep import DriftError, Sweep, resume_run, start_run
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
     if resume is not None:
         try:
-            store = resume_run(resume)
+            store = resume_run(resume, allow_drift=allow_drift)
             matrix = Matrix.model_validate(store.manifest()["matrix"])
-        except StoreError as exc:
+        except (StoreError, DriftError) as exc:
             fail(str(exc))
+        except ValidationError as exc:
+            fail(f"{resume}/manifest.json: its matrix no longer validates: {exc.errors()[0]['msg']}")
     elif matrix_file is not None:
         matrix, digest = _load_matrix(matrix_file)
         store = start_run(matrix, matrix_file, digest, results)

@@ -4,6 +4,7 @@ every config column), a wide table (model x stack config x mode), a paper-compat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,10 @@ import pandas as pd
 from orchestrator.core.classify import classify, is_context_overflow
 from orchestrator.core.stats import BootstrapSettings, cell_stats
 from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, TransportError
+from orchestrator.runner.provenance import run_stack
 from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.serving.registry import load_stack
+from orchestrator.serving.stackspec import StackSpec
 
 CONFIG_COLUMNS = [
     "stack_label",
@@ -42,12 +45,16 @@ CONFIG_COLUMNS = [
     "turn_cap",
     "status",
 ]
+RUNNER_FLAG_FAMILIES = frozenset({"cache"})  # flags the runner sets; the rest are read from the answer
 PAPER_MODES = {"native": "native", "native+hint": "native_hint", "text-tools": "text_tools"}
 PAPER_FIELDS = ("seed", "lo", "hi", "pooled", "n", "rej", "n_seeds")
 
 
-def reclassify(turns: list[dict[str, Any]], cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Recompute outcome/detail/calls of every stored turn from its raw answer."""
+def reclassify(
+    turns: list[dict[str, Any]], cells: dict[str, dict[str, Any]], stacks: Callable[[str], StackSpec] = load_stack
+) -> list[dict[str, Any]]:
+    """Recompute outcome/detail/calls/flags of every stored turn from its raw answer, with the signatures of
+    `stacks` (a run's own snapshot of its stack definitions, where it kept one)."""
     out = []
     for turn in turns:
         cell = cells.get(turn["cell_id"], {})
@@ -57,21 +64,26 @@ def reclassify(turns: list[dict[str, Any]], cells: dict[str, dict[str, Any]]) ->
         transport = None
         if turn.get("http_status") is None and error.get("type") not in (None, "no_reply"):
             transport = TransportError(kind=error["type"], message=str(error.get("body") or ""))
+        spec = stacks(turn.get("stack") or cell.get("stack", "openai"))
         verdict = classify(
-            refusals=load_stack(cell.get("stack", "openai")).refusals,
+            refusals=spec.refusals,
             mode=turn["tools_mode"],
             tools=tools,
             http_status=turn.get("http_status"),
             body=turn.get("raw_body"),
             transport_error=transport,
-            parser_failures=load_stack(cell.get("stack", "openai")).parser_failures,
+            parser_failures=spec.parser_failures,
         )
+        # Flags the runner added (not read from the answer) stay as recorded.
+        kept = [flag for flag in turn.get("flags") or [] if flag.split(":", 1)[0] in RUNNER_FLAG_FAMILIES]
         out.append(
             {
                 **turn,
                 "outcome": verdict.outcome.value,
                 "detail": verdict.detail,
                 "calls": [c.model_dump() for c in verdict.calls],
+                "finish_reason": verdict.finish_reason,
+                "flags": [*verdict.flags, *kept],
             }
         )
     return out
@@ -123,7 +135,7 @@ def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
     cells = {cell["cell_id"]: cell for cell in store.read_cells()}
     turns = store.read_turns()
     if do_reclassify:
-        turns = reclassify(turns, cells)
+        turns = reclassify(turns, cells, lambda name: run_stack(store.dir, name) or load_stack(name))
     by_cell: dict[str, list[dict[str, Any]]] = {}
     for turn in turns:
         by_cell.setdefault(turn["cell_id"], []).append(turn)

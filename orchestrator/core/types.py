@@ -10,6 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# The schema of turn records, cell files and manifests. 1: the first version (no field); 2: adds finish_reason,
+# flags, seed_attempt, superseded, prompt_cache, sample and sampling_seed. Readers accept what they know.
+SCHEMA_VERSION = 2
+KNOWN_SCHEMA_VERSIONS: frozenset[int] = frozenset({1, 2})
+
 
 class Outcome(StrEnum):
     """What happened on one turn: exactly one of six values."""
@@ -126,6 +131,7 @@ class TokenCounts(BaseModel):
 class TurnRecord(BaseModel):
     """One assistant response inside a seed's agent loop, recorded before it is acted on."""
 
+    schema_version: int = SCHEMA_VERSION
     run_id: str
     cell_id: str
     seed: str
@@ -154,6 +160,8 @@ class TurnRecord(BaseModel):
     finish_reason: str | None = Field(None, description="Why generation stopped (length = cut at max_tokens).")
     flags: list[str] = Field(default_factory=list, description="e.g. truncated:max_tokens, constraint:violated")
     seed_attempt: int = Field(0, ge=0, description="Which run of this seed (a seed whose server died is rerun).")
+    sample: int = Field(0, ge=0, description="Sample index of a repeated case (a cell axis).")
+    sampling_seed: int | None = Field(None, description="The sampling seed this request carried.")
     superseded: bool = Field(False, description="A later run of the seed replaces this record; not counted.")
     prompt_cache: dict[str, Any] | None = Field(
         None, description="On a seed's first record: how the server's prompt cache was cleared for it."

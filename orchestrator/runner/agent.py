@@ -26,8 +26,9 @@ import httpx
 
 from orchestrator.core.classify import classify, is_context_overflow
 from orchestrator.core.modes import mode_of
+from orchestrator.core.sampling import sampling_seed
 from orchestrator.core.types import Classification, Outcome, SeedEnd, ToolsMode, TurnRecord
-from orchestrator.runner.modes import build_request, continue_messages, initial_messages
+from orchestrator.runner.modes import Request, build_request, continue_messages, initial_messages
 from orchestrator.runner.tasks import Suite, answer_correct, execute
 from orchestrator.serving.chatapi import ChatExchange, Decoding, build_payload, post_chat, token_counts
 from orchestrator.serving.stackspec import StackSpec
@@ -61,6 +62,7 @@ class SeedContext:
     headers: dict[str, str]
     max_retry_after_s: float = 60.0
     seed_attempt: int = 0
+    sample: int = 0  # index of a repeated sample of this case: its own sampling seeds
     server_alive: Callable[[], bool] = lambda: True
     # Clears the server's prompt cache at the seed's start; its result goes on the seed's first record.
     reset_cache: Callable[[httpx.Client], dict[str, Any]] | None = None
@@ -81,14 +83,18 @@ def run_seed(
         cache = ctx.reset_cache(client) if ctx.reset_cache else None
         for turn in range(ctx.turn_cap):
             request = build_request(ctx.mode, messages, tools)
-            payload = build_payload(
-                ctx.spec,
-                ctx.model,
-                request.messages,
-                ctx.decoding,
-                tools=request.tools,
-                response_schema=request.response_schema,
-            )
+
+            def payload(attempt: int, request: Request = request) -> dict[str, Any]:
+                decoding = ctx.decoding.model_copy(update={"seed": _sampling_seed(ctx, attempt)})
+                return build_payload(
+                    ctx.spec,
+                    ctx.model,
+                    request.messages,
+                    decoding,
+                    tools=request.tools,
+                    response_schema=request.response_schema,
+                )
+
             last, verdict, end = _answer(ctx, client, payload, turn, heartbeat, record, cache if turn == 0 else None)
             if end is not None:
                 return _finish(record, last, end)
@@ -110,7 +116,7 @@ def run_seed(
 def _answer(
     ctx: SeedContext,
     client: httpx.Client,
-    payload: dict[str, Any],
+    payload: Callable[[int], dict[str, Any]],
     turn: int,
     heartbeat: Callable[[str], None],
     record: Callable[[TurnRecord], None],
@@ -123,7 +129,7 @@ def _answer(
         if ctx.cancelled.is_set():
             raise SeedCancelled(ctx.seed_id)
         heartbeat(f"{ctx.cell_id} {ctx.seed_id} turn {turn} attempt {attempt}")
-        exchange = post_chat(client, url, payload, ctx.request_timeout_s)
+        exchange = post_chat(client, url, payload(attempt), ctx.request_timeout_s)
         if ctx.cancelled.is_set():  # the server is being torn down: this answer is not the model's
             raise SeedCancelled(ctx.seed_id)
         verdict = classify(
@@ -149,6 +155,10 @@ def _answer(
     raise AssertionError("unreachable: max_attempts >= 1")
 
 
+def _sampling_seed(ctx: SeedContext, attempt: int) -> int | None:
+    return sampling_seed(ctx.decoding.seed, ctx.seed_id, ctx.sample, attempt)
+
+
 def _retry_delay(ctx: SeedContext, attempt: int, exchange: ChatExchange) -> float:
     if exchange.retry_after_s is not None:  # the server said when: honour it, within a bound
         return min(exchange.retry_after_s, ctx.max_retry_after_s)
@@ -171,6 +181,8 @@ def _turn_record(
         cell_id=ctx.cell_id,
         seed=ctx.seed_id,
         seed_attempt=ctx.seed_attempt,
+        sample=ctx.sample,
+        sampling_seed=_sampling_seed(ctx, attempt),
         suite=ctx.suite.suite,
         turn=turn,
         attempt=attempt,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.modes import mode_of
+from orchestrator.core.types import SCHEMA_VERSION
 from orchestrator.runner.matrix import Cell, Matrix
 from orchestrator.runner.modes import template_sha256
 from orchestrator.runner.tasks import load_suite
@@ -51,7 +52,8 @@ def cell_config(
     tools = {suite: load_suite(suite).tools for suite in suites}
     described = handle.describe() if handle else {}
     model = config.model if config else None
-    return {
+    record = {
+        "schema_version": SCHEMA_VERSION,
         "cell_id": cell.cell_id,
         "order": cell.order,
         "stack_label": cell.stack.label,
@@ -76,6 +78,8 @@ def cell_config(
         "model": cell.model.name,
         "model_path": model.path if model else None,
         "model_digest": model.digest if model else cell.model.digest,
+        "model_identity": model.identity if model else "claimed",
+        "model_converted_from": model.converted_from if model else None,
         "quantization": (model.quantization if model else None) or cell.model.quantization,
         "tools_mode": cell.mode.value,
         "hint": mode_of(cell.mode).hint,
@@ -92,3 +96,56 @@ def cell_config(
         "seeds": [seed for _, seed in cell.seeds],
         "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities"}) if probe_result else None,
     }
+    return {**record, "config_sha256": config_sha256(record)}
+
+
+# What makes two cells' stack configs the same: everything that decides how requests are served, and nothing
+# that only says where this one ran (port, base URL, PIDs, container ids, cache paths).
+IDENTITY_FIELDS: tuple[str, ...] = (
+    "stack",
+    "tool_config",
+    "tool_flags",
+    "parser",
+    "launcher",
+    "host",
+    "image_id",
+    "binary_version",
+    "argv",
+    "env",
+    "stack_version",
+    "chat_template_sha256",
+    "model_digest",
+    "quantization",
+    "tools_mode",
+    "template_sha256",
+    "tools_sha256",
+    "decoding",
+    "sampler",
+    "turn_cap",
+)
+
+
+def _portable(value: Any, exact: dict[str, str], port: str | None) -> Any:
+    """`value` with this machine's particulars replaced: exact strings (paths) and the port."""
+    if isinstance(value, str):
+        if value in exact:
+            return exact[value]
+        return value.replace(f":{port}", ":{port}") if port else value
+    if isinstance(value, list):
+        return [_portable(item, exact, port) for item in value]
+    if isinstance(value, dict):
+        return {key: _portable(item, exact, port) for key, item in value.items()}
+    return value
+
+
+def config_sha256(record: dict[str, Any]) -> str:
+    """A digest of the cell's stack config identity (IDENTITY_FIELDS). The port it happened to get, the base
+    URL, and where this machine keeps the binary and the model files are no part of it."""
+    base_url = record.get("base_url") or ""
+    port = base_url.rsplit(":", 1)[-1] if base_url.count(":") >= 2 else None
+    exact = {port: "{port}"} if port else {}
+    for key in ("model_path", "binary"):
+        if isinstance(record.get(key), str):
+            exact[record[key]] = "{" + key + "}/" + Path(record[key]).name
+    identity = {key: _portable(record.get(key), exact, port) for key in IDENTITY_FIELDS}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()

@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from orchestrator.core.types import SeedEnd, TurnRecord
+from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SeedEnd, TurnRecord
 from orchestrator.serving.registry import REPO_ROOT
 
 PACKAGES = ("toolcall-matrix", "pydantic", "httpx", "numpy", "pandas", "docker", "jsonschema", "typer", "jinja2")
@@ -58,6 +58,7 @@ def package_versions() -> dict[str, str | None]:
 
 
 SeedKey = tuple[str, str]  # (cell id, seed id)
+TURN_KEYS = ("cell_id", "seed", "turn", "outcome", "tools_mode")
 
 
 @dataclass(frozen=True)
@@ -128,9 +129,12 @@ class RunStore:
 
     def manifest(self) -> dict[str, Any]:
         try:
-            return json.loads(self.manifest_path.read_text())
+            data = json.loads(self.manifest_path.read_text())
         except (OSError, ValueError) as exc:
             raise StoreError(f"{self.manifest_path}: not a run manifest ({exc})") from exc
+        if not isinstance(data, dict):
+            raise StoreError(f"{self.manifest_path}: not a run manifest (a JSON object is expected)")
+        return check_schema(str(self.manifest_path), data)
 
     def update_manifest(self, **fields: Any) -> None:
         write_json_atomic(self.manifest_path, {**self.manifest(), **fields})
@@ -145,11 +149,15 @@ class RunStore:
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except ValueError as exc:
                 if number == len(lines):
                     break
                 raise StoreError(f"{self.turns_path}:{number}: bad JSON: {exc}") from exc
+            where = f"{self.turns_path}:{number}"
+            if not isinstance(record, dict) or not all(key in record for key in TURN_KEYS):
+                raise StoreError(f"{where}: not a turn record (needs {', '.join(TURN_KEYS)})")
+            records.append(check_schema(where, record))
         return records
 
     def seed_states(self) -> dict[SeedKey, SeedState]:
@@ -214,7 +222,26 @@ class RunStore:
 
     def read_cell(self, cell_id: str) -> dict[str, Any] | None:
         path = self.cells_dir / f"{cell_id}.json"
-        return json.loads(path.read_text()) if path.is_file() else None
+        return _read_cell(path) if path.is_file() else None
 
     def read_cells(self) -> list[dict[str, Any]]:
-        return [json.loads(p.read_text()) for p in sorted(self.cells_dir.glob("*.json"))]
+        return [_read_cell(p) for p in sorted(self.cells_dir.glob("*.json"))]
+
+
+def _read_cell(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path}: not a cell file ({exc})") from exc
+    if not isinstance(data, dict) or "cell_id" not in data:
+        raise StoreError(f"{path}: not a cell file (a JSON object with cell_id is expected)")
+    return check_schema(str(path), data)
+
+
+def check_schema(where: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Accept the schema versions this code knows (no field = 1); refuse a newer one with a clear error."""
+    version = data.get("schema_version", 1)
+    if version not in KNOWN_SCHEMA_VERSIONS:
+        known = ", ".join(str(v) for v in sorted(KNOWN_SCHEMA_VERSIONS))
+        raise StoreError(f"{where}: schema version {version!r} is unknown to this orchestrator (it reads {known})")
+    return data

@@ -22,10 +22,11 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from orchestrator.core.types import CellStatus, SeedEnd, TurnRecord
+from orchestrator.core.types import SCHEMA_VERSION, CellStatus, SeedEnd, TurnRecord
 from orchestrator.runner.agent import SeedCancelled, SeedContext, run_seed
 from orchestrator.runner.cellconfig import cell_config
 from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
+from orchestrator.runner.provenance import drift, fingerprint, snapshot_stacks
 from orchestrator.runner.session import LaunchFailed, ServerSession, launch_config, model_ref_for
 from orchestrator.runner.store import RunStore, git_state, host_facts, now, package_versions
 from orchestrator.runner.tasks import load_suite
@@ -163,7 +164,7 @@ class Sweep:
         progress: Progress,
         task: Any,
     ) -> None:
-        base = cell_config(self.matrix, cell, session.handle, config, probe_result)
+        base = self.first_config(cell) or cell_config(self.matrix, cell, session.handle, config, probe_result)
         first_launches = len(self.launches_of(cell, None))
         self.store.write_cell(
             cell.cell_id,
@@ -182,6 +183,13 @@ class Sweep:
         launches = self.launches_of(cell, None)[:first_launches] + session.launches
         final = {**base, "status": status.value, "finished": now(), "launches": launches}
         self.store.write_cell(cell.cell_id, {**final, "error": error} if error else final)
+
+    def first_config(self, cell: Cell) -> dict[str, Any] | None:
+        """A resumed cell keeps the config recorded at its first launch; later starts go to `launches`."""
+        previous = self.store.read_cell(cell.cell_id)
+        if not previous or previous.get("status") == CellStatus.LAUNCH_FAILED or not previous.get("argv"):
+            return None
+        return {k: v for k, v in previous.items() if k not in ("status", "started", "finished", "launches", "error")}
 
     def run_seeds(
         self,
@@ -264,26 +272,43 @@ class Sweep:
 
 def start_run(matrix: Matrix, matrix_path: Path, matrix_sha256: str, results_dir: Path) -> RunStore:
     store = RunStore(results_dir / new_run_id(matrix))
+    git = git_state()
     store.create(
         {
+            "schema_version": SCHEMA_VERSION,
             "run_id": store.run_id,
             "matrix_file": str(matrix_path),
             "matrix_sha256": matrix_sha256,
             "matrix": matrix.model_dump(mode="json"),
-            "git": git_state(),
+            "git": git,
+            "provenance": fingerprint(git),
             "packages": package_versions(),
             "host": host_facts(),
             "started": now(),
             "finished": None,
         }
     )
+    snapshot_stacks(store.dir)
     return store
 
 
-def resume_run(run_dir: Path) -> RunStore:
-    """Reopen a run: remove servers a killed process left behind, drop partial seeds."""
+class DriftError(ValueError):
+    """A resume would mix results made with different stacks, seeds, templates or code."""
+
+
+def resume_run(run_dir: Path, *, allow_drift: bool = False) -> RunStore:
+    """Reopen a run: refuse (or record) drift, remove servers a killed process left behind, drop partial seeds."""
     store = RunStore(run_dir)
-    store.manifest()
+    manifest = store.manifest()
+    differences = drift(manifest.get("provenance"), fingerprint(git_state()))
+    if differences and not allow_drift:
+        listed = "\n  ".join(differences)
+        raise DriftError(
+            f"{run_dir}: the run was made with other files than today's:\n  {listed}\n"
+            "resume with --allow-drift to go on anyway (the drift is recorded in the manifest)"
+        )
+    resumes = [*manifest.get("resumes", []), {"at": now(), "drift": differences, "allowed": bool(differences)}]
+    store.update_manifest(resumes=resumes)
     cleanup(store.run_id)
     store.drop_incomplete()
     return store

@@ -230,6 +230,17 @@ def resolve_model(stack: str, name: str, path: str | None = None, progress: Prog
     spec = load_stack(stack)
     if path is not None or spec.model_source in ("ollama_tag", "remote"):
         return ModelRef(name=name, path=path)
-    record = ensure_model(name, progress) if spec.model_source == "gguf_file" else ensure_hf_dir(name, progress)
-    quantization = MODELS[name].filename.rsplit("-", 1)[-1].removesuffix(".gguf").upper()
-    return ModelRef(name=name, path=record.path, digest=record.sha256, quantization=quantization)
+    gguf_quant = MODELS[name].filename.rsplit("-", 1)[-1].removesuffix(".gguf").upper()
+    if spec.model_source == "gguf_file":
+        record = ensure_model(name, progress)  # sha256 checked against the recorded digest when assembled
+        return ModelRef(name=name, path=record.path, digest=record.sha256, quantization=gguf_quant, identity="verified")
+    record = ensure_hf_dir(name, progress)
+    # The HF directory holds bf16 weights dequantised from the GGUF: the same model, not the same numbers.
+    return ModelRef(
+        name=name,
+        path=record.path,
+        digest=record.sha256,
+        quantization=f"bf16 (dequantised from {gguf_quant} GGUF)",
+        identity="verified",
+        converted_from=f"{gguf_quant} GGUF sha256:{MODELS[name].sha256}",
+    )

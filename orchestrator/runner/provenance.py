@@ -1,0 +1,71 @@
+"""What a run was made with, so a resume can tell when it would mix two different things.
+
+At start a run records a fingerprint (git commit and dirty flag; the sha256 of every stack definition, task
+suite and prompt template) and keeps a snapshot of the stack definitions it used (`stacks/` in the run
+directory), so `--reclassify` applies the run's own refusal and parser-failure signatures, not today's.
+A resume whose fingerprint differs refuses with the list of differences unless drift is allowed, and then
+the drift is recorded in the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.runner.tasks import seeds_dir
+from orchestrator.serving.registry import REPO_ROOT, stacks_dir
+from orchestrator.serving.stackspec import StackSpec
+
+TEMPLATES_DIR = REPO_ROOT / "orchestrator" / "templates"
+SNAPSHOT_DIR = "stacks"
+
+
+def _digests(directory: Path, pattern: str) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob(pattern))}
+
+
+def fingerprint(git: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "git_commit": git.get("commit"),
+        "stacks": _digests(stacks_dir(), "*.yaml"),
+        "seeds": _digests(seeds_dir(), "*.yaml"),
+        "templates": _digests(TEMPLATES_DIR, "*.j2"),
+    }
+
+
+def drift(recorded: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+    """Human-readable differences between a run's recorded fingerprint and today's."""
+    if not recorded:
+        return ["the run recorded no fingerprint (made before provenance was kept)"]
+    differences = []
+    if recorded.get("git_commit") != current.get("git_commit"):
+        differences.append(f"git commit {recorded.get('git_commit')} -> {current.get('git_commit')}")
+    for kind in ("stacks", "seeds", "templates"):
+        before, now = recorded.get(kind) or {}, current.get(kind) or {}
+        for name in sorted(set(before) | set(now)):
+            if name not in now:
+                differences.append(f"{kind}/{name} removed")
+            elif name not in before:
+                differences.append(f"{kind}/{name} added")
+            elif before[name] != now[name]:
+                differences.append(f"{kind}/{name} changed")
+    return differences
+
+
+def snapshot_stacks(run_dir: Path) -> None:
+    target = run_dir / SNAPSHOT_DIR
+    target.mkdir(exist_ok=True)
+    for path in sorted(stacks_dir().glob("*.yaml")):
+        shutil.copy2(path, target / path.name)
+
+
+def run_stack(run_dir: Path, name: str) -> StackSpec | None:
+    """The stack definition as the run used it (its snapshot); None when the run kept none."""
+    path = run_dir / SNAPSHOT_DIR / f"{name}.yaml"
+    if not path.is_file():
+        return None
+    return StackSpec.model_validate(yaml.safe_load(path.read_text()))

@@ -1,0 +1,126 @@
+"""Provenance that survives resume, driven by stored runs only (no server): the committed example run (schema
+version 1) still reports the figures it was committed with, unknown schema versions are refused with a clear
+error, a resume with drifted stacks/seeds/templates refuses unless allowed (and records the drift),
+`--reclassify` uses the run's own stack snapshot, model identity says verified or claimed, and the port is
+no part of a stack config's identity."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from orchestrator.analysis.report import long_table
+from orchestrator.runner.cellconfig import config_sha256
+from orchestrator.runner.provenance import drift, fingerprint
+from orchestrator.runner.store import RunStore, StoreError, git_state
+from orchestrator.runner.sweep import DriftError, resume_run
+from orchestrator.serving.registry import REPO_ROOT
+
+EXAMPLE = next((REPO_ROOT / "results" / "examples").glob("*-cpu-*"))
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> RunStore:
+    copy = tmp_path / EXAMPLE.name
+    shutil.copytree(EXAMPLE, copy)
+    return RunStore(copy)
+
+
+def test_the_committed_v1_example_reports_what_it_was_committed_with(example: RunStore) -> None:
+    committed = pd.read_csv(EXAMPLE / "report" / "cells_long.csv").set_index("cell_id")
+    fresh = long_table(example).set_index("cell_id")
+    assert len(fresh) == len(committed) == 32
+    for column in ("n_valid", "n_eligible_turns", "n_rejected", "n_non_response", "text"):
+        assert fresh[column].tolist() == committed.loc[fresh.index, column].tolist(), column
+
+
+def test_reclassifying_the_example_keeps_its_outcomes(example: RunStore) -> None:
+    live = long_table(example).set_index("cell_id")
+    again = long_table(example, do_reclassify=True).set_index("cell_id")
+    assert again["n_valid"].tolist() == live["n_valid"].tolist()
+    assert again["n_rejected"].tolist() == live["n_rejected"].tolist()
+
+
+@pytest.mark.parametrize("target", ["turn", "cell", "manifest"])
+def test_an_unknown_schema_version_is_refused_naming_the_file(example: RunStore, target: str) -> None:
+    if target == "turn":
+        lines = example.turns_path.read_text().splitlines()
+        lines[3] = json.dumps({**json.loads(lines[3]), "schema_version": 99})
+        example.turns_path.write_text("\n".join(lines) + "\n")
+        where = "turns.jsonl:4"
+    elif target == "cell":
+        path = next(example.cells_dir.glob("*.json"))
+        path.write_text(json.dumps({**json.loads(path.read_text()), "schema_version": 99}))
+        where = path.name
+    else:
+        example.manifest_path.write_text(json.dumps({**example.manifest(), "schema_version": 99}))
+        where = "manifest.json"
+    with pytest.raises(StoreError, match=rf"{where}.*schema version 99"):
+        long_table(example)
+
+
+def test_a_turn_line_that_is_not_a_record_is_a_clear_error(example: RunStore) -> None:
+    lines = example.turns_path.read_text().splitlines()
+    example.turns_path.write_text("\n".join([lines[0], "[1, 2]", *lines[1:]]) + "\n")
+    with pytest.raises(StoreError, match=r"turns.jsonl:2: not a turn record"):
+        example.read_turns()
+
+
+def test_drift_lists_each_changed_file() -> None:
+    now = fingerprint(git_state())
+    before = json.loads(json.dumps(now))
+    before["stacks"]["vllm.yaml"] = "0" * 64
+    before["seeds"].pop("ops.yaml")
+    before["git_commit"] = "abc"
+    assert drift(before, now) == [
+        f"git commit abc -> {now['git_commit']}",
+        "stacks/vllm.yaml changed",
+        "seeds/ops.yaml added",
+    ]
+    assert drift(now, now) == []
+
+
+def test_a_resume_with_drift_refuses_unless_allowed_and_records_it(example: RunStore) -> None:
+    # The committed run predates fingerprints: that is itself drift.
+    with pytest.raises(DriftError, match="--allow-drift"):
+        resume_run(example.dir)
+    current = fingerprint(git_state())
+    example.update_manifest(provenance={**current, "templates": {**current["templates"], "tool_list.j2": "x"}})
+    with pytest.raises(DriftError, match=r"templates/tool_list\.j2 changed"):
+        resume_run(example.dir)
+    resume_run(example.dir, allow_drift=True)
+    (record,) = example.manifest()["resumes"]
+    assert record["allowed"] and record["drift"] == ["templates/tool_list.j2 changed"]
+
+
+def test_reclassify_uses_the_runs_own_stack_snapshot(example: RunStore) -> None:
+    snapshot = example.dir / "stacks"
+    shutil.copytree(REPO_ROOT / "stacks", snapshot)
+    text = (snapshot / "vllm.yaml").read_text()
+    # In this run's own definition vLLM's refusal was unknown: its 400s fall back to refused:http_400.
+    (snapshot / "vllm.yaml").write_text(text.replace("requires --enable-auto-tool-choice", "a signature never seen"))
+    again = long_table(example, do_reclassify=True).set_index("cell_id")
+    assert again.loc["vllm-default__qwen2.5-coder-0.5b-instruct__native", "n_rejected"] == 8
+    turns = [json.loads(line) for line in example.turns_path.read_text().splitlines()]
+    assert any(t["cell_id"].startswith("vllm-default") and t["detail"] == "refused:no_tool_parser" for t in turns)
+
+
+def test_the_port_is_no_part_of_the_config_identity() -> None:
+    cell = json.loads(next((EXAMPLE / "cells").glob("llamacpp-jinja__qwen*native.json")).read_text())
+    port = cell["base_url"].rsplit(":", 1)[1]
+    moved = json.loads(json.dumps(cell).replace(port, "40404"))
+    assert moved["argv"] != cell["argv"]
+    assert config_sha256(moved) == config_sha256(cell)
+    elsewhere_path = "/other/home/" + Path(cell["model_path"]).name
+    elsewhere = {
+        **cell,
+        "model_path": elsewhere_path,
+        "argv": [a.replace(cell["model_path"], elsewhere_path) for a in cell["argv"]],
+    }
+    assert config_sha256(elsewhere) == config_sha256(cell)
+    flagged = {**cell, "argv": [*cell["argv"], "--no-jinja"]}
+    assert config_sha256(flagged) != config_sha256(cell)
