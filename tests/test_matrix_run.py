@@ -74,7 +74,6 @@ def test_smoke_matrix_end_to_end(tmp_path: Path, docker_client, llama_server_bin
     assert all(sorted(turns) == list(range(len(turns))) for turns in by_seed.values())
     wide = pd.read_csv(run / "report" / "cells_wide.csv", index_col=0)
     assert wide.loc["qwen2.5-coder-0.5b-instruct", "vllm-default | native"].startswith("rej")
-    assert "vllm-default | native" in done.stdout.replace("\n", " ") or "rej" in done.stdout
     for ext in ("csv", "parquet", "md", "html"):
         assert (run / "report" / f"cells_long.{ext}").is_file()
     # Outcomes recomputed offline from the stored raw answers agree with the live classification.
@@ -127,6 +126,12 @@ def structure(run: Path) -> dict[str, object]:
     }
 
 
+def answers(run: Path) -> list[tuple]:
+    rows = [json.loads(line) for line in (run / "turns.jsonl").read_text().splitlines() if line.strip()]
+    keys = ("cell_id", "seed", "turn", "attempt", "sampling_seed", "outcome", "detail", "raw_content")
+    return sorted(tuple(str(r.get(k)) for k in keys) for r in rows)
+
+
 def test_sigkill_then_resume_matches_a_clean_run(tmp_path: Path, llama_server_binary: str) -> None:
     matrix_path = tmp_path / "resume.yaml"
     matrix_path.write_text(RESUME_MATRIX)
@@ -162,6 +167,9 @@ def test_sigkill_then_resume_matches_a_clean_run(tmp_path: Path, llama_server_bi
     assert len(keys) == len(set(keys)), "duplicated (cell, seed, turn, attempt) records"
     assert orchestrate("report", str(killed_run)).returncode == 0
     assert structure(killed_run) == structure(only_run(clean_dir))
+    # Each seed samples with its own seed and starts from an empty prompt cache, so the seeds the resume
+    # reran reproduce the clean run's records: the same answers, the same outcomes.
+    assert answers(killed_run) == answers(only_run(clean_dir))
 
     again = orchestrate("matrix", "--resume", str(killed_run))
     assert again.returncode == 0
