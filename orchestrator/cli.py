@@ -135,6 +135,7 @@ def stats_command(
         "95% CI",
         "pooled",
         "seeds",
+        "sequences",
         "eligible",
         "rej",
         "non-resp",
@@ -142,7 +143,7 @@ def stats_command(
     ):
         view.add_column(column)
     for cell in table.itertuples():
-        flags = [name for name in ("pooled_gap", "few_seeds") if getattr(cell, name)]
+        flags = [name for name in ("pooled_gap", "few_seeds", "degenerate_seeds") if getattr(cell, name)]
         interval = "—" if cell.ci_low is None else f"[{cell.ci_low:.3f}, {cell.ci_high:.3f}]"
         mean = "undefined" if cell.status == "undefined" else _fmt(cell.per_seed_mean)
         view.add_row(
@@ -153,6 +154,7 @@ def stats_command(
             interval,
             _fmt(cell.pooled),
             str(cell.n_seeds),
+            str(cell.n_distinct_sequences),
             str(cell.n_eligible_turns),
             str(cell.n_rejected),
             str(cell.n_non_response),

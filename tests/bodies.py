@@ -1,6 +1,7 @@
 """Real reply bodies of the four stacks, as documented in shared/reference/stacks.md (read from each
 project's source; the vLLM 400 and the llama.cpp b11312 replies were also MEASURED, cpu-recipes.md).
-Shared by the classifier tests and the replay servers so the two cannot drift."""
+The classifier tests use them; tests/test_replay_honesty.py requests the same situations from the replay
+servers (tests/replay) and holds their bodies to these, so the two cannot drift."""
 
 from __future__ import annotations
 
@@ -32,14 +33,20 @@ VLLM_REQUIRED_REFUSAL = {
 }
 
 
+def ollama_qualified(model: str) -> str:
+    """The name Ollama's refusal carries: server/routes.go scheduleRunner prefixes model.Name, the fully qualified
+    name with the model's own tag (`:latest` only when none was given)."""
+    return f"registry.ollama.ai/library/{model if ':' in model else model + ':latest'}"
+
+
 def ollama_api_refusal(model: str = "phi3") -> dict[str, Any]:
-    return {"error": f"registry.ollama.ai/library/{model}:latest does not support tools"}
+    return {"error": f"{ollama_qualified(model)} does not support tools"}
 
 
 def ollama_v1_refusal(model: str = "phi3") -> dict[str, Any]:
     return {
         "error": {
-            "message": f"registry.ollama.ai/library/{model}:latest does not support tools",
+            "message": f"{ollama_qualified(model)} does not support tools",
             "type": "invalid_request_error",
             "param": None,
             "code": None,

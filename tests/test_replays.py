@@ -50,10 +50,12 @@ def test_ollama_probe_verdicts(model: str, verdict: str, outcome: Outcome, statu
 def test_ollama_v1_refusal_envelope_and_stream_default() -> None:
     config = ollama_config("phi3")
     with running_server(config, run_id="test-ollama") as handle:
+        # An empty message list gets other answers (/v1: 400 "[] is too short"; /api/chat: the load reply).
+        messages = [{"role": "user", "content": "Status of api-1?"}]
         v1 = httpx.post(
-            handle.base_url + "/v1/chat/completions", json={"model": "phi3", "messages": [], "tools": b.TOOLS}
+            handle.base_url + "/v1/chat/completions", json={"model": "phi3", "messages": messages, "tools": b.TOOLS}
         )
-        streamed = httpx.post(handle.base_url + "/api/chat", json={"model": "phi3", "messages": []})
+        streamed = httpx.post(handle.base_url + "/api/chat", json={"model": "phi3", "messages": messages})
     assert v1.status_code == 400 and v1.json() == b.ollama_v1_refusal()
     assert streamed.headers["content-type"].startswith("application/x-ndjson")
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from orchestrator.analysis.report import long_table
 from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, cell_stats, cell_table
+from orchestrator.runner.store import RunStore
+from tests.test_cli_core import run, write_jsonl
 
 DATASETS = {
     "paper-like": np.array([0.0, 0.0, 0.1, 0.2, 0.5, 0.6, 0.4, 1.0]),
@@ -99,3 +105,114 @@ def test_cell_table_groups_by_stack_model_mode() -> None:
 def test_cell_without_any_turn_is_undefined() -> None:
     cell = cell_stats([], [])
     assert cell.status == "undefined" and cell.n_seeds == 0 and cell.per_seed_mean is None
+
+
+# --- Distinct outcome sequences: seeds that replay one or two trajectories are flagged ---------------------------
+
+
+def test_distinct_sequences_over_defined_seeds_and_eligible_outcomes() -> None:
+    seeds, outcomes = [], []
+    for seed, sequence in {
+        "a": ["valid_call", "valid_call"],
+        "b": ["valid_call", "valid_call"],
+        "c": ["valid_call", "no_call_prose"],
+        "d": ["rejected_request"],  # undefined: not a sequence
+        "e": ["non_response", "valid_call", "valid_call"],  # a retried non-response is no model behaviour: same as a
+    }.items():
+        seeds += [seed] * len(sequence)
+        outcomes += sequence
+    cell = cell_stats(seeds, outcomes)
+    assert (cell.n_seeds, cell.n_distinct_sequences) == (4, 2)
+    assert cell.degenerate_seeds
+
+
+def test_identical_seeds_give_a_point_interval_and_are_flagged() -> None:
+    # The issue's `17 [17,17]`: eight seeds, one trajectory. The interval says nothing about the model.
+    seeds = [f"s{i}" for i in range(8) for _ in range(6)]
+    outcomes = ["valid_call", *["no_call_prose"] * 5] * 8
+    cell = cell_stats(seeds, outcomes)
+    assert round(100 * cell.per_seed_mean) == 17 and cell.ci_low == cell.ci_high
+    assert cell.n_distinct_sequences == 1 and cell.degenerate_seeds and not cell.few_seeds
+
+
+def test_varied_seeds_are_not_degenerate() -> None:
+    seeds, outcomes = [], []
+    for i in range(8):
+        sequence = ["valid_call"] * (i + 1) + ["hallucinated_call"] * (i % 2)
+        seeds += [f"s{i}"] * len(sequence)
+        outcomes += sequence
+    cell = cell_stats(seeds, outcomes)
+    assert cell.n_distinct_sequences == 8 and not cell.degenerate_seeds
+
+
+@pytest.mark.parametrize(("n_seeds", "degenerate"), [(1, False), (2, False), (3, True)])
+def test_degenerate_needs_three_seeds(n_seeds: int, degenerate: bool) -> None:
+    cell = cell_stats([f"s{i}" for i in range(n_seeds)], ["valid_call"] * n_seeds)
+    assert cell.n_distinct_sequences == 1 and cell.degenerate_seeds is degenerate
+
+
+def test_sequences_follow_turn_order_when_turns_are_given() -> None:
+    # Seed a's records arrive out of turn order; read in turn order both seeds did valid, then prose.
+    seeds = ["a", "a", "b", "b", "c", "c"]
+    outcomes = ["no_call_prose", "valid_call", "valid_call", "no_call_prose", "valid_call", "valid_call"]
+    turns = [1, 0, 0, 1, 0, 1]
+    assert cell_stats(seeds, outcomes).n_distinct_sequences == 3
+    ordered = cell_stats(seeds, outcomes, turns=turns)
+    assert ordered.n_distinct_sequences == 2 and ordered.degenerate_seeds
+    with pytest.raises(ValueError, match="turns"):
+        cell_stats(seeds, outcomes, turns=[0])
+
+
+def test_empty_and_undefined_cells_have_no_sequences() -> None:
+    assert cell_stats([], []).n_distinct_sequences == 0
+    cell = cell_stats(["a", "b", "c"], ["rejected_request"] * 3)
+    assert cell.n_distinct_sequences == 0 and not cell.degenerate_seeds
+
+
+def test_cell_table_reads_sequences_in_turn_order() -> None:
+    rows = [
+        {"stack": "s", "model": "m", "tools_mode": "native", "seed": seed, "turn": turn, "outcome": outcome}
+        for seed, turn, outcome in [
+            ("a", 1, "no_call_prose"),
+            ("a", 0, "valid_call"),
+            ("b", 0, "valid_call"),
+            ("b", 1, "no_call_prose"),
+            ("c", 0, "valid_call"),
+            ("c", 1, "no_call_prose"),
+        ]
+    ]
+    row = cell_table(rows).iloc[0]
+    assert row["n_distinct_sequences"] == 1 and bool(row["degenerate_seeds"])
+
+
+def test_long_table_reports_distinct_sequences(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "run")
+    store.create({"run_id": "run", "matrix": {"bootstrap": {"resamples": 200}}})
+    base = {"run_id": "run", "cell_id": "c", "model": "m", "stack": "llamacpp", "tools_mode": "native"}
+    records = [
+        {**base, "seed": seed, "turn": turn, "outcome": outcome, **({"end": "prose"} if turn == 1 else {})}
+        for seed in ("s0", "s1", "s2")
+        for turn, outcome in ((0, "valid_call"), (1, "no_call_prose"))
+    ]
+    records[0], records[1] = records[1], records[0]  # s0's turns written out of order
+    store.turns_path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    cell = {"cell_id": "c", "order": 0, "stack_label": "llamacpp-jinja", "stack": "llamacpp", "model": "m"}
+    store.write_cell("c", {**cell, "tools_mode": "native", "status": "complete"})
+    row = long_table(store).iloc[0]
+    assert row["n_distinct_sequences"] == 1 and bool(row["degenerate_seeds"])
+
+
+def test_stats_command_reports_distinct_sequences(tmp_path: Path) -> None:
+    base = {"stack": "ollama", "model": "m", "tools_mode": "native"}
+    rows = [
+        {**base, "seed": f"s{seed}", "turn": turn, "outcome": outcome}
+        for seed in range(4)
+        for turn, outcome in ((1, "no_call_prose"), (0, "valid_call"))  # written last turn first
+    ]
+    path = write_jsonl(tmp_path / "turns.jsonl", rows)
+    result = run("stats", str(path), "--json", "--resamples", "200")
+    assert result.returncode == 0, result.stderr
+    [cell] = json.loads(result.stdout)
+    assert (cell["n_seeds"], cell["n_distinct_sequences"], cell["degenerate_seeds"]) == (4, 1, True)
+    table = run("stats", str(path), "--resamples", "200")
+    assert table.returncode == 0 and "degenerate_seeds" in table.stdout

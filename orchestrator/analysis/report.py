@@ -143,7 +143,12 @@ def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
     for cell_id, cell in sorted(cells.items(), key=lambda item: item[1].get("order", 0)):
         all_turns = by_cell.get(cell_id, [])
         counted = counted_turns(all_turns)
-        stats = cell_stats([t["seed"] for t in counted], [t["outcome"] for t in counted], settings)
+        stats = cell_stats(
+            [t["seed"] for t in counted],
+            [t["outcome"] for t in counted],
+            settings,
+            turns=[t["turn"] for t in counted],
+        )
         row = {"cell_id": cell_id, **{c: cell.get(c) for c in CONFIG_COLUMNS}, **stats.model_dump()}
         row["status"] = cell.get("status") if cell.get("status") != CellStatus.COMPLETE else stats.status
         row["cell_status"] = cell.get("status")

@@ -4,6 +4,10 @@ Eligible turns exclude `rejected_request` and `non_response` (they say nothing a
 reported beside the figure). A seed's fidelity = valid / eligible; a seed with no eligible turn is
 undefined and left out. The cell reports the per-seed mean with a seed-level percentile bootstrap
 interval, and beside it the turn-pooled figure, which one long session can dominate.
+
+It also says whether the seeds were different experiments at all: the number of distinct outcome
+sequences among the defined seeds, and a `degenerate_seeds` flag when they collapse to one or two (see
+`cell_stats`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ DEFAULT_RESAMPLES = 10_000
 DEFAULT_RNG_SEED = 20260926
 POOLED_GAP_THRESHOLD = 0.10
 FEW_SEEDS_THRESHOLD = 8
+DEGENERATE_MIN_SEEDS = 3  # with fewer seeds, one or two sequences is no collapse (few_seeds flags them anyway)
+DEGENERATE_MAX_SEQUENCES = 2
 CELL_KEYS: tuple[str, ...] = ("stack", "model", "tools_mode")
 
 
@@ -47,6 +53,8 @@ class CellStats(BaseModel):
     n_non_response: int
     pooled_gap: bool
     few_seeds: bool
+    n_distinct_sequences: int = Field(description="Distinct per-seed sequences of eligible outcomes, in turn order.")
+    degenerate_seeds: bool = Field(description="n_seeds >= 3 and at most two distinct sequences (see cell_stats).")
     status: Literal["ok", "undefined"]
     resamples: int
     rng_seed: int
@@ -66,10 +74,40 @@ def bootstrap_mean_interval(values: np.ndarray, settings: BootstrapSettings = DE
     return float(np.clip(low, 0.0, 1.0)), float(np.clip(high, 0.0, 1.0))
 
 
+def outcome_sequences(
+    seed_array: np.ndarray, outcome_array: np.ndarray, eligible: np.ndarray, turns: Sequence[int] | None
+) -> dict[str, tuple[str, ...]]:
+    """Each defined seed's eligible outcomes in turn order (record order within a turn, and throughout when
+    `turns` is None)."""
+    record_order = np.arange(len(seed_array))
+    order = record_order if turns is None else np.lexsort((record_order, np.asarray(turns, dtype=float)))
+    sequences: dict[str, list[str]] = {}
+    for index in order[eligible[order]]:
+        sequences.setdefault(seed_array[index], []).append(outcome_array[index])
+    return {seed: tuple(sequence) for seed, sequence in sequences.items()}
+
+
 def cell_stats(
-    seeds: Sequence[Any], outcomes: Sequence[str], settings: BootstrapSettings = DEFAULT_BOOTSTRAP
+    seeds: Sequence[Any],
+    outcomes: Sequence[str],
+    settings: BootstrapSettings = DEFAULT_BOOTSTRAP,
+    *,
+    turns: Sequence[int] | None = None,
 ) -> CellStats:
-    """Statistics for one cell from parallel arrays of seed ids and turn outcomes."""
+    """Statistics for one cell from parallel arrays of seed ids and turn outcomes (and, optionally, turn
+    indices, so that records not written in turn order are still read in it).
+
+    Distinct sequences: a defined seed's sequence is the tuple of its eligible outcomes (the ones fidelity
+    counts; `rejected_request` and `non_response` say nothing about the model and are reported beside) in
+    turn order; `n_distinct_sequences` counts the different tuples over the defined seeds. `degenerate_seeds`
+    is true when n_seeds >= 3 and n_distinct_sequences <= 2: the seeds then replay one or two trajectories,
+    so the seed-level bootstrap resamples copies of the same experiment and its interval (often `17 [17,17]`)
+    measures how alike the seeds are, not how the model varies. The mean is still reported; the flag says
+    not to read its interval as seed-to-seed variation (vary the seeds, or run more samples per seed).
+    With fewer than 3 seeds two sequences are no collapse; `few_seeds` flags such cells already.
+    """
+    if turns is not None and len(turns) != len(seeds):
+        raise ValueError(f"turns has {len(turns)} entries for {len(seeds)} seeds")
     seed_array = np.asarray([str(s) for s in seeds], dtype=object)
     outcome_array = np.asarray([str(o) for o in outcomes], dtype=object)
     rejected = outcome_array == Outcome.REJECTED_REQUEST.value
@@ -85,9 +123,12 @@ def cell_stats(
     valid_per_seed = np.bincount(seed_index, weights=valid, minlength=len(seed_codes))
     defined = eligible_per_seed > 0
     fidelities = valid_per_seed[defined] / eligible_per_seed[defined]
+    n_distinct = len(set(outcome_sequences(seed_array, outcome_array, eligible, turns).values()))
 
     common = {
         "n_seeds": int(defined.sum()),
+        "n_distinct_sequences": n_distinct,
+        "degenerate_seeds": bool(defined.sum() >= DEGENERATE_MIN_SEEDS and n_distinct <= DEGENERATE_MAX_SEQUENCES),
         "n_eligible_turns": n_eligible,
         "n_valid": n_valid,
         "n_rejected": int(rejected.sum()),
@@ -126,6 +167,7 @@ def cell_table(
         return pd.DataFrame(columns=columns)
     rows = []
     for key_values, group in frame.groupby(list(keys), sort=True, dropna=False):
-        stats = cell_stats(group["seed"].tolist(), group["outcome"].tolist(), settings)
+        turns = group["turn"].tolist() if "turn" in group.columns else None
+        stats = cell_stats(group["seed"].tolist(), group["outcome"].tolist(), settings, turns=turns)
         rows.append({**dict(zip(keys, key_values, strict=True)), **stats.model_dump()})
     return pd.DataFrame(rows, columns=columns)

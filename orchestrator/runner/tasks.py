@@ -34,6 +34,7 @@ class DryRunTool(_Strict):
 
 class Seed(_Strict):
     id: str
+    template: str | None = Field(None, description="Which request template made this seed (scripts/make_seeds.py).")
     request: str
     expected: Any
     data: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -11,7 +11,11 @@ Replays shared/reference/stacks.md (SGLang), derived from SGLang's source:
   message.content (fenced JSON, the paper's probe), no tool_calls, finish_reason "stop";
   with a parser the call comes back as native tool_calls (arguments a JSON string), finish_reason "tool_calls";
 - 400s use the flat envelope {"object": "error", "message", "type": "BadRequestError", "param": null,
-  "code": 400}: "Tools cannot be empty if tool choice is set to required." and "Tool 'X' not found in tools list.".
+  "code": 400} (entrypoints/openai/utils.py create_error_response), checked in the order of
+  serving_chat.py OpenAIServingChat._validate_request: "Messages cannot be empty.", "Tools cannot be empty if
+  tool choice is set to required.", "Tools cannot be empty if tool choice is set to a specific tool.",
+  "Tool 'X' not found in tools list.".
+tests/test_replay_honesty.py holds these bodies to tests/bodies.py and to the source.
 """
 
 from __future__ import annotations
@@ -79,10 +83,16 @@ def make_handler(args: argparse.Namespace, ready_at: float) -> type[JsonHandler]
             body = self.read_json() or {}
             tools = body.get("tools") or []
             choice = body.get("tool_choice")
-            if choice == "required" and not tools:
+            if not body.get("messages"):
+                self.send_json(400, flat_error("Messages cannot be empty."))
+                return
+            if isinstance(choice, str) and choice.lower() == "required" and not tools:
                 self.send_json(400, flat_error("Tools cannot be empty if tool choice is set to required."))
                 return
             if isinstance(choice, dict):
+                if not tools:
+                    self.send_json(400, flat_error("Tools cannot be empty if tool choice is set to a specific tool."))
+                    return
                 wanted = choice.get("function", {}).get("name")
                 if wanted not in {t["function"]["name"] for t in tools}:
                     self.send_json(400, flat_error(f"Tool '{wanted}' not found in tools list."))
