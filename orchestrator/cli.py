@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.analysis.views import probe_view, stats_view, wide_view
+from orchestrator.core.cell import PRIMARY_AXES, CellKey
 from orchestrator.core.classify import classify
 from orchestrator.core.jsonl import InputError, read_jsonl
 from orchestrator.core.stats import BootstrapSettings, cell_table
@@ -99,10 +101,6 @@ def classify_command(
         fail(str(exc))
 
 
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
 @app.command("stats")
 def stats_command(
     turns: Annotated[Path, typer.Argument(help="JSONL turn records.")],
@@ -119,48 +117,14 @@ def stats_command(
         row["seed"] = str(row["seed"])
         # Turns from a matrix run name their stack config (e.g. vllm-default vs vllm-hermes): keep them apart.
         row["stack_config"] = row["stack_config"] or row["stack"]
-        row["cell_id"] = row["cell_id"] or "|".join(str(row[k]) for k in ("stack_config", "model", "tools_mode"))
+        row["cell_id"] = row["cell_id"] or CellKey(**{k: row[k] for k in PRIMARY_AXES}).cell_id
     rows = counted_turns(rows)  # a rerun seed's aborted records are kept on disk, never counted
-    keys = ("stack", "stack_config", "model", "tools_mode")
+    keys = ("stack", *PRIMARY_AXES)
     table = cell_table(rows, BootstrapSettings(resamples=resamples, rng_seed=rng_seed), keys=keys)
     if as_json:
         sys.stdout.write(json.dumps(json.loads(table.to_json(orient="records")), indent=2) + "\n")
         return
-    view = Table(title=f"fidelity per cell ({turns})")
-    for column in (
-        "stack",
-        "model",
-        "mode",
-        "per-seed",
-        "95% CI",
-        "pooled",
-        "seeds",
-        "sequences",
-        "eligible",
-        "rej",
-        "non-resp",
-        "flags",
-    ):
-        view.add_column(column)
-    for cell in table.itertuples():
-        flags = [name for name in ("pooled_gap", "few_seeds", "degenerate_seeds") if getattr(cell, name)]
-        interval = "—" if cell.ci_low is None else f"[{cell.ci_low:.3f}, {cell.ci_high:.3f}]"
-        mean = "undefined" if cell.status == "undefined" else _fmt(cell.per_seed_mean)
-        view.add_row(
-            cell.stack_config,
-            cell.model,
-            cell.tools_mode,
-            mean,
-            interval,
-            _fmt(cell.pooled),
-            str(cell.n_seeds),
-            str(cell.n_distinct_sequences),
-            str(cell.n_eligible_turns),
-            str(cell.n_rejected),
-            str(cell.n_non_response),
-            " ".join(flags),
-        )
-    console.print(view)
+    console.print(stats_view(table, f"fidelity per cell ({turns})"))
 
 
 @app.command("assets")
@@ -246,32 +210,7 @@ def probe_command(
     if as_json:
         sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in results], indent=2) + "\n")
         return
-    view = Table(title="probe")
-    for column in (
-        "stack",
-        "tool config",
-        "model",
-        "HTTP",
-        "native calls",
-        "text call",
-        "outcome",
-        "verdict",
-        "version",
-    ):
-        view.add_column(column)
-    for r in results:
-        view.add_row(
-            r.stack,
-            r.tool_config,
-            r.model,
-            str(r.http_status),
-            str(r.n_native_calls),
-            str(r.text_call),
-            f"{r.outcome.value} ({r.detail})",
-            r.verdict,
-            r.stack_version or "—",
-        )
-    console.print(view)
+    console.print(probe_view(results))
 
 
 @app.command("cleanup")
@@ -349,13 +288,7 @@ def _print_wide(store_dir: Path) -> None:
     from orchestrator.runner.store import RunStore
 
     _long, wide, written = write_report(RunStore(store_dir))
-    view = Table(title=f"per-seed fidelity % [95% CI] n eligible turns — {store_dir.name}")
-    view.add_column("model")
-    for column in wide.columns:
-        view.add_column(column.replace(" | ", "\n"), overflow="fold")
-    for model, row in wide.iterrows():
-        view.add_row(str(model), *[str(v) for v in row.tolist()])
-    console.print(view)
+    console.print(wide_view(wide, store_dir.name))
     console.print(f"report: {written[0].parent}", highlight=False)
 
 

@@ -340,3 +340,42 @@ def test_malformed_tools_never_make_the_constraint_check_raise() -> None:
     tools = [{"function": {"name": "pod_status"}}, 3, {"type": "function"}, {"function": "x"}]
     result = verdict("vllm", 200, b.openai_reply('{"name": "pod_status", "arguments": {}}'), "constrained", tools)
     assert result.flags == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "the request exceeds the available context size, try increasing it",  # a non-JSON 200 quoting a signature
+        {"error": {"message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser'}},
+        {"error": "the input length exceeds the context length"},
+    ],
+)
+def test_a_2xx_is_never_a_refusal_whatever_it_quotes(body: object) -> None:
+    for stack in ("llamacpp", "vllm", "ollama"):
+        spec = load_stack(stack)
+        verdict = classify(
+            refusals=spec.refusals,
+            parser_failures=spec.parser_failures,
+            mode="text-tools",
+            tools=[],
+            http_status=200,
+            body=body,
+        )
+        assert verdict.outcome is Outcome.NON_RESPONSE and not verdict.retryable, (stack, verdict.detail)
+
+
+def test_the_probe_tells_a_parser_that_failed_from_one_that_is_missing() -> None:
+    from orchestrator.serving.probe import verdict_for
+
+    spec = load_stack("llamacpp")
+    failed = {
+        "error": {
+            "code": 500,
+            "message": "The model produced output that does not match the expected Hermes 2 Pro format",
+            "type": "server_error",
+        }
+    }
+    text = {"choices": [{"message": {"role": "assistant", "content": '{"name": "f", "arguments": {}}'}}]}
+    kwargs = {"refusals": spec.refusals, "parser_failures": spec.parser_failures, "mode": "native", "tools": []}
+    assert verdict_for(classify(http_status=500, body=failed, **kwargs)) == "parser_rejected"
+    assert verdict_for(classify(http_status=200, body=text, **kwargs)) == "text_only"

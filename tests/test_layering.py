@@ -72,6 +72,14 @@ def test_core_does_no_io_imports(path: Path) -> None:
     assert bad == []
 
 
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_relative_imports(path: Path) -> None:
+    """Relative imports would slip past the layer check above: every import names its layer."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    relative = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level > 0]
+    assert relative == []
+
+
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     """The checker itself can fail: a lazy upward import inside a function is found."""
     sample = tmp_path / "sample.py"

@@ -127,3 +127,11 @@ def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
     path.write_text(GOOD.replace("modes: [native, text-tools]", "modes: [native, text-tools"))
     with pytest.raises(MatrixError, match=r"bad.yaml:1\d: not valid YAML"):
         load_matrix(path)
+
+
+@pytest.mark.parametrize("extra", ["{cache_prompt: false}", "{top_k: 5}", "{options: {}}", "{repeat_penalty: 1.3}"])
+def test_decoding_extra_may_not_replace_what_the_harness_sends(tmp_path: Path, extra: str) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(GOOD.replace("turn_cap: 4", f"turn_cap: 4\ndecoding: {{extra: {extra}}}"))
+    with pytest.raises(MatrixError, match=r"decoding\.extra sets"):
+        load_matrix(path)

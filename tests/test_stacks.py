@@ -154,6 +154,8 @@ def test_docker_gpu_launch_requests_the_stacks_gpu_count(monkeypatch: pytest.Mon
 
     from orchestrator.serving.launchers import DockerHandle
 
+    # No GPU engine here: a stand-in for the Docker SDK's client (images.get -> an image with id and RepoDigests,
+    # containers.run -> records its keyword arguments), so the DeviceRequest the launcher builds can be read.
     runs: list[dict] = []
     image = SimpleNamespace(id="sha256:abc", attrs={"RepoDigests": []})
     fake = SimpleNamespace(
@@ -166,6 +168,8 @@ def test_docker_gpu_launch_requests_the_stacks_gpu_count(monkeypatch: pytest.Mon
     DockerHandle(spec, gpu, run_id="t")
     (request,) = runs[-1]["device_requests"]
     assert request["Count"] == spec.launch.gpu_count == 1 and request["Capabilities"] == [["gpu"]]
+    DockerHandle(spec, gpu.model_copy(update={"gpu_count": 2}), run_id="t")  # a matrix entry's `gpus: 2`
+    assert runs[-1]["device_requests"][0]["Count"] == 2
     DockerHandle(spec, gpu.model_copy(update={"host": "cpu"}), run_id="t")
     assert runs[-1]["device_requests"] is None
 

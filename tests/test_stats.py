@@ -82,12 +82,26 @@ def test_all_rejected_cell_is_undefined_never_zero() -> None:
     assert cell.n_rejected == 2 and cell.n_seeds == 0
 
 
-def test_cell_table_groups_by_stack_model_mode() -> None:
+def test_cell_table_groups_by_stack_config_model_mode() -> None:
     rows = [
-        {"stack": "vllm", "model": "m", "tools_mode": "native", "seed": "1", "turn": 0, "outcome": "rejected_request"},
-        {"stack": "llamacpp", "model": "m", "tools_mode": "native", "seed": "1", "turn": 0, "outcome": "valid_call"},
         {
-            "stack": "llamacpp",
+            "stack_config": "vllm-hermes",
+            "model": "m",
+            "tools_mode": "native",
+            "seed": "1",
+            "turn": 0,
+            "outcome": "rejected_request",
+        },
+        {
+            "stack_config": "llamacpp-jinja",
+            "model": "m",
+            "tools_mode": "native",
+            "seed": "1",
+            "turn": 0,
+            "outcome": "valid_call",
+        },
+        {
+            "stack_config": "llamacpp-jinja",
             "model": "m",
             "tools_mode": "text-tools",
             "seed": "1",
@@ -95,10 +109,10 @@ def test_cell_table_groups_by_stack_model_mode() -> None:
             "outcome": "no_call_prose",
         },
     ]
-    table = cell_table(rows).set_index(["stack", "tools_mode"])
-    assert table.loc[("vllm", "native"), "status"] == "undefined"
-    assert table.loc[("llamacpp", "native"), "per_seed_mean"] == 1.0
-    assert table.loc[("llamacpp", "text-tools"), "per_seed_mean"] == 0.0
+    table = cell_table(rows).set_index(["stack_config", "tools_mode"])
+    assert table.loc[("vllm-hermes", "native"), "status"] == "undefined"
+    assert table.loc[("llamacpp-jinja", "native"), "per_seed_mean"] == 1.0
+    assert table.loc[("llamacpp-jinja", "text-tools"), "per_seed_mean"] == 0.0
     assert ((table["per_seed_mean"].dropna() >= 0) & (table["per_seed_mean"].dropna() <= 1)).all()
 
 
@@ -171,7 +185,7 @@ def test_empty_and_undefined_cells_have_no_sequences() -> None:
 
 def test_cell_table_reads_sequences_in_turn_order() -> None:
     rows = [
-        {"stack": "s", "model": "m", "tools_mode": "native", "seed": seed, "turn": turn, "outcome": outcome}
+        {"stack_config": "s", "model": "m", "tools_mode": "native", "seed": seed, "turn": turn, "outcome": outcome}
         for seed, turn, outcome in [
             ("a", 1, "no_call_prose"),
             ("a", 0, "valid_call"),

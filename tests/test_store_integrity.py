@@ -116,8 +116,8 @@ def test_report_counts_truncation_constraint_empty_and_overflow(tmp_path: Path) 
     assert (row["n_truncated"], row["n_constraint_violated"]) == (2, 1)
     assert (row["n_empty"], row["n_reasoning_only"]) == (1, 1)
     assert (row["n_context_overflow"], row["seeds_context_overflow"]) == (1, 1)
-    # Context overflow and empty answers stay out of the denominator; s3 ran (its overflow is not a refusal).
-    assert (row["n_eligible_turns"], row["seeds_ran"]) == (3, 3)
+    # Context overflow and empty answers stay out of the denominator; s3's task was cut short by the stack.
+    assert (row["n_eligible_turns"], row["seeds_ran"]) == (3, 2)
 
 
 def test_a_cell_whose_server_died_for_good_says_so(tmp_path: Path) -> None:
@@ -125,3 +125,22 @@ def test_a_cell_whose_server_died_for_good_says_so(tmp_path: Path) -> None:
     row = long_table(make_run(tmp_path, records, {"status": "server_died"})).iloc[0]
     assert row["text"].endswith("server_died")
     assert row["n_seeds"] == 1  # only s2 finished
+
+
+def test_a_cell_refused_only_by_context_overflow_does_not_read_as_a_tool_refusal(tmp_path: Path) -> None:
+    overflow = {"http_status": 400, "detail": "refused:context_overflow", "end": "context_overflow"}
+    records = [turn("s1", 0, "rejected_request", **overflow), turn("s2", 0, "rejected_request", **overflow)]
+    row = long_table(make_run(tmp_path, records)).iloc[0]
+    assert row["text"] == "overflow n2" and row["n_rejected"] == 2
+    mixed = [*records, turn("s3", 0, "valid_call", end="turn_cap")]
+    row = long_table(make_run(tmp_path / "b", mixed)).iloc[0]
+    assert row["text"].endswith(" ovf2")
+
+
+def test_unusable_2xx_answers_and_shared_caches_are_counted(tmp_path: Path) -> None:
+    records = [
+        turn("s1", 0, "non_response", detail="body:no_message", end="empty", flags=["cache:shared"]),
+        turn("s2", 0, "valid_call", end="turn_cap", flags=["cache:shared"]),
+    ]
+    row = long_table(make_run(tmp_path, records)).iloc[0]
+    assert (row["n_unusable_2xx"], row["n_empty"], row["n_cache_shared"]) == (1, 0, 2)

@@ -98,7 +98,7 @@ def test_continuation_form_follows_the_parse_path() -> None:
     call = ParsedCall(name="pod_status", arguments={"name": "x"}, id="abc")
     results = [execute(suite, seed, call)]
     server = Classification(outcome=Outcome.VALID_CALL, parse_path="server", calls=[call], raw_content="")
-    openai = continue_messages("openai", server, results, turn=0)
+    openai = continue_messages("openai", server, results, turn=0, mode=ToolsMode.NATIVE)
     assert openai[0]["tool_calls"][0]["function"]["arguments"] == json.dumps({"name": "x"})
     assert openai[1] == {
         "role": "tool",
@@ -106,10 +106,10 @@ def test_continuation_form_follows_the_parse_path() -> None:
         "name": "pod_status",
         "content": json.dumps(results[0].result),
     }
-    ollama = continue_messages("ollama", server, results, turn=0)
+    ollama = continue_messages("ollama", server, results, turn=0, mode=ToolsMode.NATIVE)
     assert ollama[0]["tool_calls"][0]["function"]["arguments"] == {"name": "x"}
     text = Classification(outcome=Outcome.VALID_CALL, parse_path="harness", calls=[call], raw_content="{...}")
-    text_messages = continue_messages("openai", text, results, turn=0)
+    text_messages = continue_messages("openai", text, results, turn=0, mode=ToolsMode.TEXT_TOOLS)
     assert [m["role"] for m in text_messages] == ["assistant", "user"]
     assert text_messages[1]["content"].startswith("Result of pod_status:")
 

@@ -11,6 +11,12 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.core.classify import classify, is_context_overflow
+from orchestrator.core.replyfacts import (
+    CACHE_NOT_CLEARED_FLAG,
+    CACHE_SHARED_FLAG,
+    CONSTRAINT_VIOLATED_FLAG,
+    TRUNCATED_FLAG,
+)
 from orchestrator.core.stats import BootstrapSettings, cell_stats
 from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, TransportError
 from orchestrator.runner.provenance import run_stack
@@ -45,7 +51,8 @@ CONFIG_COLUMNS = [
     "turn_cap",
     "status",
 ]
-RUNNER_FLAG_FAMILIES = frozenset({"cache"})  # flags the runner sets; the rest are read from the answer
+# Flags the runner sets (the rest are read from the answer, so --reclassify recomputes them).
+RUNNER_FLAG_FAMILIES = frozenset({CACHE_NOT_CLEARED_FLAG.split(":")[0]})
 PAPER_MODES = {"native": "native", "native+hint": "native_hint", "text-tools": "text_tools"}
 PAPER_FIELDS = ("seed", "lo", "hi", "pooled", "n", "rej", "n_seeds")
 
@@ -90,17 +97,24 @@ def reclassify(
 
 
 def _text(row: dict[str, Any]) -> str:
-    """The wide table's cell: `34 [9,59] n54`, `rej n8`, `launch_failed`; `!` marks a cell whose server died
-    for good (its figure covers only the seeds that finished)."""
+    """The wide table's cell: `34 [9,59] n54`, `rej n8`, `launch_failed`. Markers after the figure: `ovf N`
+    (N context overflows, which are refusals but not for lack of tool support; a cell refused only by
+    overflows reads `overflow nN`, never `rej`) and `server_died` (the server died for good: the figure covers
+    only the seeds that finished)."""
     if row["status"] == CellStatus.LAUNCH_FAILED:
         return CellStatus.LAUNCH_FAILED.value
-    died = " server_died" if row.get("cell_status") == CellStatus.SERVER_DIED else ""
+    overflow = row.get("n_context_overflow") or 0
+    markers = (f" ovf{overflow}" if overflow else "") + (
+        " server_died" if row.get("cell_status") == CellStatus.SERVER_DIED else ""
+    )
     if row["per_seed_mean"] is None:
+        if row["n_rejected"] and overflow == row["n_rejected"] and not row["n_non_response"]:
+            return f"overflow n{overflow}" + markers.replace(f" ovf{overflow}", "")
         if row["n_rejected"] and not row["n_non_response"]:
-            return f"rej n{row['n_rejected']}{died}"
-        return f"undef rej{row['n_rejected']} nr{row['n_non_response']}{died}"
+            return f"rej n{row['n_rejected']}{markers}"
+        return f"undef rej{row['n_rejected']} nr{row['n_non_response']}{markers}"
     mean, low, high = (round(100 * row[k]) for k in ("per_seed_mean", "ci_low", "ci_high"))
-    return f"{mean} [{low},{high}] n{row['n_eligible_turns']}{died}"
+    return f"{mean} [{low},{high}] n{row['n_eligible_turns']}{markers}"
 
 
 def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) -> dict[str, Any]:
@@ -120,12 +134,14 @@ def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) 
         "seeds_context_overflow": sum(t["end"] == SeedEnd.CONTEXT_OVERFLOW for t in ends),
         "seeds_server_died": len({t["seed"] for t in all_turns if t.get("end") == SeedEnd.SERVER_DIED}),
         "task_success": (sum(bool(t.get("task_success")) for t in ran) / len(ran)) if ran else None,
-        "n_empty": sum(d.startswith("empty:") for d in details),
+        "n_empty": sum(d.startswith("empty:") for d in details),  # n_reasoning_only is a part of it
         "n_reasoning_only": sum(d == "empty:reasoning_only" for d in details),
+        "n_unusable_2xx": sum(d.startswith("body:") for d in details),  # a 2xx with no message: final, not empty
         "n_context_overflow": sum(is_context_overflow(d) for d in details),
-        "n_truncated": flags.count("truncated:max_tokens"),
-        "n_constraint_violated": flags.count("constraint:violated"),
-        "n_cache_not_cleared": flags.count("cache:not_cleared"),
+        "n_truncated": flags.count(TRUNCATED_FLAG),
+        "n_constraint_violated": flags.count(CONSTRAINT_VIOLATED_FLAG),
+        "n_cache_not_cleared": flags.count(CACHE_NOT_CLEARED_FLAG),
+        "n_cache_shared": flags.count(CACHE_SHARED_FLAG),
     }
 
 

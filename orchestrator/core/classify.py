@@ -186,7 +186,10 @@ def _http_failure(
     parser_failures: Sequence[RefusalSignature],
 ) -> Classification | None:
     """The verdict for a reply that is not a model's message (None: a 2xx that no signature claims).
+    A 2xx is always the model's answer: no signature can make it a refusal (its text may quote anything).
     Parser failures first: their messages quote model output, which may contain any other signature's text."""
+    if 200 <= status < 300:
+        return None
     parser_failure = match_refusal(status, body, parser_failures)
     if parser_failure:
         return _parser_failure(verdict, parser_failure, status, body)
@@ -196,8 +199,6 @@ def _http_failure(
     refusal = match_refusal(status, body, refusals)
     if 400 <= status < 500 or refusal:
         return verdict(Outcome.REJECTED_REQUEST, refusal or f"refused:http_{status}", error=error)
-    if 200 <= status < 300:
-        return None
     loading = status == 503 and "loading" in error_message(body).lower()
     detail = "server:loading" if loading else f"server:http_{status}"
     return verdict(Outcome.NON_RESPONSE, detail, error=error, retryable=True)  # no model output arrived

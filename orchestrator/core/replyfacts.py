@@ -17,6 +17,8 @@ from jsonschema import Draft202012Validator
 from orchestrator.core.modes import call_schema
 
 TRUNCATED_FLAG = "truncated:max_tokens"  # generation was cut at max_tokens (finish_reason "length")
+CACHE_NOT_CLEARED_FLAG = "cache:not_cleared"  # the seed's start could not clear the server's prompt cache
+CACHE_SHARED_FLAG = "cache:shared"  # seeds ran concurrently on one server: records may depend on interleaving
 CONSTRAINT_VIOLATED_FLAG = "constraint:violated"  # a constrained answer that is not one schema-valid JSON object
 
 # Reasoning beside the content, by stack: llama.cpp common/chat.cpp common_chat_msg::to_json_oaicompat and SGLang

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.core.cell import PRIMARY_AXES
 from orchestrator.core.types import Outcome
 
 DEFAULT_RESAMPLES = 10_000
@@ -27,7 +28,7 @@ POOLED_GAP_THRESHOLD = 0.10
 FEW_SEEDS_THRESHOLD = 8
 DEGENERATE_MIN_SEEDS = 3  # with fewer seeds, one or two sequences is no collapse (few_seeds flags them anyway)
 DEGENERATE_MAX_SEQUENCES = 2
-CELL_KEYS: tuple[str, ...] = ("stack", "model", "tools_mode")
+CELL_KEYS: tuple[str, ...] = PRIMARY_AXES  # a cell's identity lives in core/cell.py
 
 
 class BootstrapSettings(BaseModel):

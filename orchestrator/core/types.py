@@ -46,8 +46,11 @@ class SeedEnd(StrEnum):
     SERVER_DIED = "server_died"  # the server process died: not a finished seed; the sweep reruns it
 
 
-# Seeds that never ran as a task (the stack refused, or died under it): kept out of task success.
-UNRAN_SEED_ENDS: frozenset[SeedEnd] = frozenset({SeedEnd.REJECTED, SeedEnd.RETRIES_EXHAUSTED, SeedEnd.SERVER_DIED})
+# Seeds whose task the stack cut short (it refused, overflowed its context, stopped answering, or died):
+# kept out of task success, which is over seeds the model could carry to an end of its own.
+UNRAN_SEED_ENDS: frozenset[SeedEnd] = frozenset(
+    {SeedEnd.REJECTED, SeedEnd.CONTEXT_OVERFLOW, SeedEnd.RETRIES_EXHAUSTED, SeedEnd.SERVER_DIED}
+)
 
 
 class CellStatus(StrEnum):

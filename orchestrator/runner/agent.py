@@ -26,12 +26,15 @@ import httpx
 
 from orchestrator.core.classify import classify, is_context_overflow
 from orchestrator.core.modes import mode_of
+from orchestrator.core.replyfacts import CACHE_NOT_CLEARED_FLAG, CACHE_SHARED_FLAG
 from orchestrator.core.sampling import sampling_seed
 from orchestrator.core.types import Classification, Outcome, SeedEnd, ToolsMode, TurnRecord
 from orchestrator.runner.modes import Request, build_request, continue_messages, initial_messages
 from orchestrator.runner.tasks import Suite, answer_correct, execute
 from orchestrator.serving.chatapi import ChatExchange, Decoding, build_payload, post_chat, token_counts
 from orchestrator.serving.stackspec import StackSpec
+
+LIVENESS_GRACE_S = 1.0
 
 
 class SeedCancelled(Exception):
@@ -63,6 +66,7 @@ class SeedContext:
     max_retry_after_s: float = 60.0
     seed_attempt: int = 0
     sample: int = 0  # index of a repeated sample of this case: its own sampling seeds
+    shared_server: bool = False  # other seeds run concurrently on this server (each turn is flagged)
     server_alive: Callable[[], bool] = lambda: True
     # Clears the server's prompt cache at the seed's start; its result goes on the seed's first record.
     reset_cache: Callable[[httpx.Client], dict[str, Any]] | None = None
@@ -109,7 +113,7 @@ def run_seed(
             if looping or turn + 1 == ctx.turn_cap:
                 return _finish(record, last, SeedEnd.LOOP if looping else SeedEnd.TURN_CAP)
             record(last)
-            messages = [*messages, *continue_messages(ctx.spec.api, verdict, results, turn)]
+            messages = [*messages, *continue_messages(ctx.spec.api, verdict, results, turn, mode=ctx.mode)]
     raise AssertionError("unreachable: the turn cap ends every seed")
 
 
@@ -146,12 +150,15 @@ def _answer(
             return last, verdict, SeedEnd.SERVER_DIED
         if not verdict.retryable:
             return last, verdict, _end_without_calls(verdict)
-        ctx.cancelled.wait(_retry_delay(ctx, attempt, exchange))
-        if not ctx.server_alive():  # a dying server can still look alive the instant its socket closes
-            return last, verdict, SeedEnd.SERVER_DIED
         if attempt + 1 == ctx.max_attempts:
-            return last, verdict, SeedEnd.RETRIES_EXHAUSTED
-        record(last)
+            # A dying server can still look alive the instant its socket closes: a short grace before blaming
+            # the retries (the server's own Retry-After is moot: there is no next attempt).
+            if ctx.cancelled.wait(min(LIVENESS_GRACE_S, _retry_delay(ctx, attempt, exchange))):
+                raise SeedCancelled(ctx.seed_id)
+            return last, verdict, SeedEnd.RETRIES_EXHAUSTED if ctx.server_alive() else SeedEnd.SERVER_DIED
+        record(last)  # the failed attempt is on disk before the wait
+        if ctx.cancelled.wait(_retry_delay(ctx, attempt, exchange)):
+            raise SeedCancelled(ctx.seed_id)
     raise AssertionError("unreachable: max_attempts >= 1")
 
 
@@ -175,7 +182,9 @@ def _turn_record(
 ) -> TurnRecord:
     flags = list(verdict.flags)
     if cache is not None and not cache.get("cleared", False):  # this seed may see an earlier seed's cache
-        flags.append("cache:not_cleared")
+        flags.append(CACHE_NOT_CLEARED_FLAG)
+    if ctx.shared_server:
+        flags.append(CACHE_SHARED_FLAG)
     return TurnRecord(
         run_id=ctx.run_id,
         cell_id=ctx.cell_id,

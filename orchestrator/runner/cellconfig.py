@@ -91,7 +91,10 @@ def cell_config(
         "decoding": matrix.decoding.model_dump(),
         "sampler": sampler_record(spec, matrix.decoding),
         "prompt_cache_policy": spec.prompt_cache.model_dump(mode="json"),
-        "server_defaults": {"generation_config": model_generation_config(model)} if model else None,
+        "server_defaults": {
+            "generation_config": model_generation_config(model) if model else None,
+            "generation_config_use": spec.sampler.model_generation_config,
+        },
         "turn_cap": matrix.turn_cap,
         "seeds": [seed for _, seed in cell.seeds],
         "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities"}) if probe_result else None,

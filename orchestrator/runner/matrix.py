@@ -19,6 +19,11 @@ from orchestrator.serving.registry import UnknownStackError, load_stack
 from orchestrator.serving.serverconfig import LauncherKind
 from orchestrator.serving.stackspec import Host
 
+# Body fields a request is made of: `decoding.extra` may add fields, never replace these.
+RESERVED_BODY_FIELDS = frozenset(
+    {"model", "messages", "tools", "tool_choice", "stream", "options", "format", "response_format", "keep_alive"}
+)
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -38,6 +43,9 @@ class StackEntry(_Strict):
     url: str | None = Field(None, description="Base URL of a running server (attach).")
     ctx: int | None = Field(None, ge=256, description="Context length passed to the server.")
     extra_args: list[str] = Field(default_factory=list)
+    gpus: int | None = Field(
+        None, ge=1, description="GPUs to request (e.g. with --tensor-parallel-size 2); default: the stack's count."
+    )
 
     @model_validator(mode="after")
     def _known(self) -> StackEntry:
@@ -149,10 +157,19 @@ class Matrix(_Strict):
         if duplicates:
             raise ValueError(f"stack labels must be unique; repeated: {sorted(duplicates)} (set id)")
         for index, entry in enumerate(self.stacks):
+            spec = load_stack(entry.stack)
             try:  # a sampler value the stack's API cannot take fails here, not mid-run
-                sampler_fields(load_stack(entry.stack), self.decoding)
+                sampler_fields(spec, self.decoding)
             except SamplerNotSupported as exc:
                 raise ValueError(f"stacks.{index} ({entry.label}): {exc}") from None
+            # `extra` adds body fields; it may not silently replace what the harness sends and records.
+            owned = {*spec.sampler.names.values(), *spec.sampler.names, *spec.sampler.not_sent, *spec.request_fields}
+            clash = sorted(set(self.decoding.extra) & (owned | RESERVED_BODY_FIELDS))
+            if clash:
+                raise ValueError(
+                    f"decoding.extra sets {clash}, which the harness sends for {entry.label} (sampler, request "
+                    "fields or the request itself): set them through decoding's own fields or the stack file"
+                )
         for index, model in enumerate(self.models):
             for stack in model.sources:
                 try:

@@ -75,7 +75,9 @@ def call_ids(calls: list[ParsedCall], turn: int) -> list[str]:
     return [call.id or f"call_{turn}_{index}" for index, call in enumerate(calls)]
 
 
-def continue_messages(api: str, verdict: Classification, results: list[ToolResult], turn: int) -> list[dict[str, Any]]:
+def continue_messages(
+    api: str, verdict: Classification, results: list[ToolResult], turn: int, *, mode: ToolsMode
+) -> list[dict[str, Any]]:
     """The assistant turn and the tool results, in the form the parse path used: `tool` messages with
     `tool_call_id` for server-parsed calls, text for harness-parsed ones."""
     if verdict.parse_path == "server" and verdict.calls:
@@ -98,5 +100,5 @@ def continue_messages(api: str, verdict: Classification, results: list[ToolResul
             for call_id, result in zip(ids, results, strict=True)
         ]
         return [assistant, *tool_messages]
-    text = _env().get_template("tool_result.j2").render(results=results).strip()
+    text = _env().get_template(mode_of(mode).result_template).render(results=results).strip()
     return [{"role": "assistant", "content": verdict.raw_content or ""}, {"role": "user", "content": text}]

@@ -66,6 +66,7 @@ def launch_config(matrix: Matrix, plan: ServerPlan) -> ServerConfig:
             ctx=stack.ctx,
             extra_args=stack.extra_args,
             ready_timeout_s=matrix.timeouts.ready_s,
+            gpu_count=stack.gpus,
             progress=lambda _m: None,
         )
     except Exception as exc:  # missing asset, bad path, failed build: the cells are marked, the sweep goes on
@@ -105,6 +106,10 @@ class ServerSession:
             raise LaunchFailed(str(exc), log_tail=exc.log_tail, command=exc.command) from exc
         launch.update(ok=True, ready_s=self._handle.ready_s, server=self._handle.describe())
         return self._handle
+
+    def ensure_alive(self, reason: str) -> ServerHandle:
+        """The live server, restarted (and recorded) when it has died."""
+        return self.handle if self.alive() else self.start(reason)
 
     def stop(self) -> None:
         if self._handle is not None:

@@ -85,6 +85,7 @@ class Sweep:
 
     def mark_launch_failed(self, cells: list[Cell], exc: LaunchFailed, session: ServerSession | None) -> None:
         self.console.print(f"[red]launch failed[/] {cells[0].stack.label}: {exc.summary}", highlight=False)
+        failed_start = session.launches[-1:] if session and not session.alive() else []
         for cell in cells:
             self.store.write_cell(
                 cell.cell_id,
@@ -94,14 +95,18 @@ class Sweep:
                     "error": exc.error,
                     "log_tail": exc.log_tail,
                     "reproduce": exc.command,
-                    "launches": self.launches_of(cell, session),
+                    "launches": [*self.previous_launches(cell), *failed_start],
                 },
             )
 
-    def launches_of(self, cell: Cell, session: ServerSession | None) -> list[dict[str, Any]]:
-        """Earlier runs' launches of this cell (a resumed run appends), then this session's."""
-        previous = (self.store.read_cell(cell.cell_id) or {}).get("launches") or []
-        return [*previous, *(session.launches if session else [])]
+    def previous_launches(self, cell: Cell) -> list[dict[str, Any]]:
+        """The launches earlier runs recorded for this cell: a resumed run appends to them, never replaces."""
+        return (self.store.read_cell(cell.cell_id) or {}).get("launches") or []
+
+    def cell_done(self, cell: Cell, pending: dict[str, list[Seed]]) -> bool:
+        """Complete and nothing pending: a resume leaves it exactly as it is."""
+        stored = self.store.read_cell(cell.cell_id) or {}
+        return not pending[cell.cell_id] and stored.get("status") == CellStatus.COMPLETE
 
     def run_server(self, plan: ServerPlan, pending: dict[str, list[Seed]], progress: Progress) -> None:
         try:
@@ -133,7 +138,27 @@ class Sweep:
         progress: Progress,
         task: Any,
     ) -> None:
-        cells = [c for c in plan.cells if c.model.name == entry.name]
+        cells = [c for c in plan.cells if c.model.name == entry.name and not self.cell_done(c, pending)]
+        if not cells:
+            return
+        try:
+            model_config, probe_result = self.prepare_model(plan, entry, config, session)
+        except LaunchFailed as exc:  # e.g. an Ollama pull that failed: this model's cells, not the server's
+            self.mark_launch_failed(cells, exc, session)
+            return
+        for cell in cells:
+            try:
+                session.ensure_alive("restart: the server had died under an earlier cell")
+            except LaunchFailed as exc:
+                self.mark_launch_failed([cell], exc, session)
+                continue
+            self.run_cell(cell, session, model_config, probe_result, pending[cell.cell_id], progress, task)
+
+    def prepare_model(
+        self, plan: ServerPlan, entry: ModelEntry, config: ServerConfig, session: ServerSession
+    ) -> tuple[ServerConfig, ProbeResult]:
+        """The model's config on a live server, made available (pulled) and probed; any failure: LaunchFailed."""
+        session.ensure_alive("restart: the server had died under an earlier model")
         try:
             model_config = (
                 config
@@ -141,18 +166,11 @@ class Sweep:
                 else config.model_copy(update={"model": model_ref_for(plan.stack.stack, entry)})
             )
             session.prepare_model(model_config, self.matrix.timeouts.ready_s)
-        except LaunchFailed as exc:  # e.g. an Ollama pull that failed: this model's cells, not the server's
-            self.mark_launch_failed(cells, exc, session)
-            return
-        probe_result = probe(session.handle, model_config)
-        for cell in cells:
-            if not session.alive():  # died under an earlier cell: this cell gets a fresh server
-                try:
-                    session.start("restart: the server had died under an earlier cell")
-                except LaunchFailed as exc:
-                    self.mark_launch_failed([cell], exc, session)
-                    continue
-            self.run_cell(cell, session, model_config, probe_result, pending[cell.cell_id], progress, task)
+            return model_config, probe(session.handle, model_config)
+        except LaunchFailed:
+            raise
+        except Exception as exc:  # a missing asset, a probe on a server that just died: the cells, not the run
+            raise LaunchFailed(f"{entry.name}: cannot prepare the model: {type(exc).__name__}: {exc}") from exc
 
     def run_cell(
         self,
@@ -165,10 +183,17 @@ class Sweep:
         task: Any,
     ) -> None:
         base = self.first_config(cell) or cell_config(self.matrix, cell, session.handle, config, probe_result)
-        first_launches = len(self.launches_of(cell, None))
+        previous = self.previous_launches(cell)
+        serving = len(session.launches) - 1  # the start now serving; later restarts belong to this cell too
+        started = now()
         self.store.write_cell(
             cell.cell_id,
-            {**base, "status": CellStatus.RUNNING.value, "started": now(), "launches": self.launches_of(cell, session)},
+            {
+                **base,
+                "status": CellStatus.RUNNING.value,
+                "started": started,
+                "launches": [*previous, *session.launches[serving:]],
+            },
         )
         died = self.run_seeds(cell, session, base, config, seeds, progress, task)
         status, error = CellStatus.COMPLETE, None
@@ -180,8 +205,8 @@ class Sweep:
                 error = exc.error
             if died or error:
                 status = CellStatus.SERVER_DIED
-        launches = self.launches_of(cell, None)[:first_launches] + session.launches
-        final = {**base, "status": status.value, "finished": now(), "launches": launches}
+        launches = [*previous, *session.launches[serving:]]
+        final = {**base, "status": status.value, "started": started, "finished": now(), "launches": launches}
         self.store.write_cell(cell.cell_id, {**final, "error": error} if error else final)
 
     def first_config(self, cell: Cell) -> dict[str, Any] | None:
@@ -232,6 +257,7 @@ class Sweep:
                 max_retry_after_s=self.matrix.retries.max_retry_after_s,
                 headers=auth_headers(spec),
                 seed_attempt=attempt,
+                shared_server=self.matrix.concurrency > 1,
                 server_alive=handle.alive,
                 reset_cache=lambda client: reset_prompt_cache(
                     client, handle.base_url, spec, served_name=config.model.name

@@ -27,6 +27,7 @@ def server_config(
     extra_args: list[str] | None = None,
     extra_env: dict[str, str] | None = None,
     ready_timeout_s: float = 600.0,
+    gpu_count: int | None = None,
     progress: Progress = print,
 ) -> ServerConfig:
     spec = load_stack(stack)
@@ -59,4 +60,5 @@ def server_config(
         extra_args=extra_args or [],
         extra_env=extra_env or {},
         ready_timeout_s=ready_timeout_s,
+        gpu_count=gpu_count,
     )

@@ -185,6 +185,8 @@ class DockerHandle(ServerHandle):
         mounts = "".join(f" -v {src}:{dst['bind']}:ro" for src, dst in volumes.items())
         envs = "".join(f" -e {k}={v}" for k, v in self.env.items())
         self.command = f"docker run --rm{publish}{mounts}{envs} {image_ref} " + " ".join(self.argv)
+        gpus = config.gpu_count or spec.launch.gpu_count  # what this server needs (matrix or stack), not every GPU
+        gpu_request = [DeviceRequest(count=gpus, capabilities=[["gpu"]])] if config.host == "gpu" else None
         self.container = self.client.containers.run(
             image_ref,
             command=self.argv,
@@ -196,9 +198,7 @@ class DockerHandle(ServerHandle):
             volumes=volumes,
             shm_size=spec.launch.shm_size,
             ipc_mode="host" if spec.launch.ipc_host and config.host == "gpu" else None,
-            device_requests=(  # the GPUs this stack needs (stack file launch.gpu_count), not every GPU
-                [DeviceRequest(count=spec.launch.gpu_count, capabilities=[["gpu"]])] if config.host == "gpu" else None
-            ),
+            device_requests=gpu_request,
         )
 
     def alive(self) -> bool:

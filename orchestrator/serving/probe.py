@@ -19,7 +19,9 @@ from orchestrator.serving.readiness import server_facts
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ServerConfig
 
-Verdict = Literal["rejected", "text_only", "native_ok", "prose", "no_response"]
+# parser_rejected: the stack's tool-call parser is wired and failed on what the model generated (a 5xx that
+# quotes or names the model's output) - not `text_only`, which means no parser turned a text call into a call.
+Verdict = Literal["rejected", "text_only", "parser_rejected", "native_ok", "prose", "no_response"]
 
 PROBE_QUESTION = "What is the status of pod api-1?"
 PROBE_TOOLS: list[dict[str, Any]] = [
@@ -67,6 +69,8 @@ def verdict_for(result: Classification) -> Verdict:
         return "no_response"
     if result.raw_tool_calls:
         return "native_ok"
+    if result.outcome is Outcome.UNPARSEABLE_TEXT and result.error is not None:  # an HTTP error, not an answer
+        return "parser_rejected"
     if result.outcome is Outcome.UNPARSEABLE_TEXT:
         return "text_only"
     return "prose"

@@ -57,6 +57,7 @@ class ServerConfig(BaseModel):
     extra_args: list[str] = Field(default_factory=list)
     extra_env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server.")
     ready_timeout_s: float = 600.0
+    gpu_count: int | None = Field(None, ge=1, description="GPUs to request; default: the stack's launch.gpu_count.")
 
     @property
     def server_id(self) -> str:

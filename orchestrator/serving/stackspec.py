@@ -131,6 +131,12 @@ class Sampler(_Strict):
         default_factory=dict, description="canonical name -> why it is never sent (the API would refuse it)."
     )
     top_k_disabled: int | None = Field(None, description="The stack's top_k value meaning 'off' (canonical 0).")
+    model_generation_config: Literal["applied", "ignored", "none"] = Field(
+        "none",
+        description="What the server does with the model directory's generation_config.json: fills the sampler "
+        "fields a request leaves unset (applied), reads none of it by its launch flags (ignored), or has no such "
+        "file (none). The file is recorded either way, with this verdict beside it.",
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> Sampler:
