@@ -117,3 +117,20 @@ def test_a_second_death_marks_the_cell_and_resume_reruns_it(tmp_path: Path, llam
     assert len(cell["launches"]) == 3 and cell["launches"][0]["reason"] == "initial"
     again = orchestrate(env, "matrix", "--resume", str(run))
     assert "0 seed run(s) executed" in again.stdout
+
+
+def test_a_restart_that_fails_marks_cells_and_the_matrix_finishes(tmp_path: Path, llama_server_binary: str) -> None:
+    """The server dies, and every restart fails: the running cell ends `server_died` with the error, the next
+    cell (another mode on the same server) is `launch_failed`, and the matrix still finishes."""
+    env, matrix = setup(tmp_path, llama_server_binary, [3, -1, -1, -1], SMOLLM)
+    matrix.write_text(matrix.read_text().replace("modes: [text-tools]", "modes: [text-tools, native]"))
+    done = orchestrate(env, "matrix", str(matrix), "--results", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = only_run(tmp_path / "r")
+    first = cell_file(run, SMOLLM)
+    assert first["status"] == "server_died"
+    assert "server exited while waiting" in first["error"]  # the failed restart's own complaint
+    assert [launch["ok"] for launch in first["launches"]] == [True, False]
+    second = json.loads((run / "cells" / f"llamacpp-jinja__{SMOLLM}__native.json").read_text())
+    assert second["status"] == "launch_failed"
+    assert [launch["ok"] for launch in second["launches"]] == [False]

@@ -109,3 +109,37 @@ bootstrap: {{resamples: 200}}
         "no request may reach a model that failed to pull"
     )
     assert {t["model"] for t in turns} == {"llama3.2:latest"}
+
+
+def test_resume_leaves_complete_cells_exactly_as_they_were(tmp_path: Path) -> None:
+    done, run = run_matrix(
+        tmp_path,
+        f"""\
+name: resumecells
+stacks:
+  - {{stack: ollama, launcher: process, binary: {REPLAY_DIR / "ollama"}}}
+models:
+  - name: llama3.2
+    sources: {{ollama: {{tag: "llama3.2:latest"}}}}
+modes: [native, text-tools]
+tasks:
+  - {{suite: ops, count: 2}}
+turn_cap: 2
+bootstrap: {{resamples: 200}}
+""",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    complete = run / "cells" / "ollama-default__llama3.2__native.json"
+    before = complete.read_bytes()
+    # A killed run: the text-tools cell's last seed never ended.
+    turns = run / "turns.jsonl"
+    rows = [json.loads(line) for line in turns.read_text().splitlines()]
+    last = max(i for i, r in enumerate(rows) if r["cell_id"].endswith("text-tools"))
+    rows[last].pop("end")
+    turns.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    resumed = orchestrate("matrix", "--resume", str(run))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "1 seed run(s) executed" in resumed.stdout
+    assert complete.read_bytes() == before
+    rerun = json.loads((run / "cells" / "ollama-default__llama3.2__text-tools.json").read_text())
+    assert rerun["status"] == "complete" and len(rerun["launches"]) == 2
