@@ -303,16 +303,16 @@ def matrix_command(
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
     from orchestrator.runner.matrix import Matrix
-    from orchestrator.runner.store import StoreError, now
-    from orchestrator.runner.sweep import DriftError, Sweep, resume_run, start_run
+    from orchestrator.runner.store import RunStore, StoreError
+    from orchestrator.runner.sweep import DriftError, Sweep, finish_run, resume_run, start_run
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
     if resume is not None:
-        try:
+        try:  # the matrix is checked before the resume changes anything in the run
+            matrix = Matrix.model_validate(RunStore(resume).manifest()["matrix"])
             store = resume_run(resume, allow_drift=allow_drift)
-            matrix = Matrix.model_validate(store.manifest()["matrix"])
-        except (StoreError, DriftError) as exc:
+        except (StoreError, DriftError, KeyError) as exc:
             fail(str(exc))
         except ValidationError as exc:
             fail(f"{resume}/manifest.json: its matrix no longer validates: {exc.errors()[0]['msg']}")
@@ -327,7 +327,7 @@ def matrix_command(
         executed = Sweep(matrix, store, console).run()
     finally:
         store.close()
-    store.update_manifest(finished=now(), wall_s=round(time.monotonic() - started, 1))
+    finish_run(store, wall_s=round(time.monotonic() - started, 1), resumed=resume is not None)
     console.print(f"{executed} seed run(s) executed in {time.monotonic() - started:.0f}s", highlight=False)
     _print_wide(store.dir)
 

@@ -15,46 +15,14 @@ from orchestrator.runner.agent import SeedCancelled, SeedContext, run_seed
 from orchestrator.runner.tasks import load_suite
 from orchestrator.serving.chatapi import Decoding, post_chat
 from orchestrator.serving.registry import load_stack
+from tests import bodies as b
 from tests.fakes.scripted import Reply, chat_reply, scripted_server
 
-# llama.cpp tools/server/server.cpp ex_wrapper: the chat parser's exception becomes a 500 server_error. Builds with
-# the PEG parser before the rewording embed the generated text from the failing position (common/chat.cpp
-# "Failed to parse input at pos N: ..."); the pinned b11312 says "The model produced output that does not match
-# the expected <format> format" and quotes none of it (strings of the pinned binary).
-LLAMA_PARSE_FAILURE_QUOTING = {
-    "error": {
-        "code": 500,
-        "message": "Failed to parse input at pos 0: <tool_call>\n"
-        '{"name": "pod_status", "arguments": {"name": "api-1"}}',
-        "type": "server_error",
-    }
-}
-LLAMA_PARSE_FAILURE_B11312 = {
-    "error": {
-        "code": 500,
-        "message": "The model produced output that does not match the expected Hermes 2 Pro format",
-        "type": "server_error",
-    }
-}
-# llama.cpp tools/server: format_error_response(ERROR_TYPE_EXCEED_CONTEXT_SIZE) when the prompt outgrows n_ctx.
-LLAMA_CONTEXT_OVERFLOW = {
-    "error": {
-        "code": 400,
-        "message": "the request exceeds the available context size, try increasing it",
-        "type": "exceed_context_size_error",
-        "n_prompt_tokens": 2100,
-        "n_ctx": 2048,
-    }
-}
-# OpenAI's documented rate-limit error (the hosted control stack), sent with a Retry-After header.
-OPENAI_RATE_LIMITED = {
-    "error": {
-        "message": "Rate limit reached for requests",
-        "type": "requests",
-        "param": None,
-        "code": "rate_limit_exceeded",
-    }
-}
+# Real bodies, each with its source, live in tests/bodies.py (one place).
+LLAMA_PARSE_FAILURE_QUOTING = b.LLAMACPP_PARSE_FAILURE  # older builds quote the generated text
+LLAMA_PARSE_FAILURE_B11312 = b.LLAMACPP_PARSE_FAILURE_B11312  # the pinned build quotes none of it
+LLAMA_CONTEXT_OVERFLOW = b.LLAMACPP_CONTEXT_OVERFLOW
+OPENAI_RATE_LIMITED = b.OPENAI_RATE_LIMITED
 VALID_TEXT_CALL = '{"name": "pod_status", "arguments": {"name": "api-1"}}'
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.analysis.report import long_table
+from orchestrator.analysis.report import long_table, reclassify
 from orchestrator.runner.cellconfig import config_sha256
-from orchestrator.runner.provenance import drift, fingerprint
+from orchestrator.runner.provenance import drift, fingerprint, run_stacks
 from orchestrator.runner.store import RunStore, StoreError, git_state
 from orchestrator.runner.sweep import DriftError, resume_run
 from orchestrator.serving.registry import REPO_ROOT
@@ -84,7 +84,10 @@ def test_drift_lists_each_changed_file() -> None:
     assert drift(now, now) == []
 
 
-def test_a_resume_with_drift_refuses_unless_allowed_and_records_it(example: RunStore) -> None:
+def test_a_resume_with_drift_refuses_unless_allowed_and_records_it(
+    example: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("orchestrator.runner.sweep.cleanup", lambda _run_id: [])  # no servers, no Docker here
     # The committed run predates fingerprints: that is itself drift.
     with pytest.raises(DriftError, match="--allow-drift"):
         resume_run(example.dir)
@@ -98,15 +101,25 @@ def test_a_resume_with_drift_refuses_unless_allowed_and_records_it(example: RunS
 
 
 def test_reclassify_uses_the_runs_own_stack_snapshot(example: RunStore) -> None:
+    cells = {cell["cell_id"]: cell for cell in example.read_cells()}
+    refused = [t for t in example.read_turns() if t["cell_id"] == "vllm-default__qwen2.5-coder-0.5b-instruct__native"]
+    assert {t["detail"] for t in refused} == {"refused:no_tool_parser"}
+    # Without a snapshot, today's signatures apply.
+    assert {t["detail"] for t in reclassify(refused, cells, run_stacks(example.dir))} == {"refused:no_tool_parser"}
+    # In this run's own definition vLLM's refusal signatures were different: its 400s are plain refusals.
     snapshot = example.dir / "stacks"
     shutil.copytree(REPO_ROOT / "stacks", snapshot)
     text = (snapshot / "vllm.yaml").read_text()
-    # In this run's own definition vLLM's refusal was unknown: its 400s fall back to refused:http_400.
-    (snapshot / "vllm.yaml").write_text(text.replace("requires --enable-auto-tool-choice", "a signature never seen"))
-    again = long_table(example, do_reclassify=True).set_index("cell_id")
-    assert again.loc["vllm-default__qwen2.5-coder-0.5b-instruct__native", "n_rejected"] == 8
-    turns = [json.loads(line) for line in example.turns_path.read_text().splitlines()]
-    assert any(t["cell_id"].startswith("vllm-default") and t["detail"] == "refused:no_tool_parser" for t in turns)
+    (snapshot / "vllm.yaml").write_text(text.replace("tool choice requires", "never").replace("to be set", "never"))
+    again = reclassify(refused, cells, run_stacks(example.dir))
+    assert {t["detail"] for t in again} == {"refused:http_400"}
+
+
+def test_an_unreadable_snapshot_is_a_clear_error(example: RunStore) -> None:
+    (example.dir / "stacks").mkdir()
+    (example.dir / "stacks" / "vllm.yaml").write_text("name: vllm\nunknown_field: 1\n")
+    with pytest.raises(StoreError, match=r"stacks/vllm\.yaml: the run's stack snapshot"):
+        long_table(example, do_reclassify=True)
 
 
 def test_the_port_is_no_part_of_the_config_identity() -> None:

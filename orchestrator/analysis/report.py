@@ -19,7 +19,7 @@ from orchestrator.core.replyfacts import (
 )
 from orchestrator.core.stats import BootstrapSettings, cell_stats
 from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, TransportError
-from orchestrator.runner.provenance import run_stack
+from orchestrator.runner.provenance import run_stacks
 from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.stackspec import StackSpec
@@ -62,8 +62,12 @@ def reclassify(
 ) -> list[dict[str, Any]]:
     """Recompute outcome/detail/calls/flags of every stored turn from its raw answer, with the signatures of
     `stacks` (a run's own snapshot of its stack definitions, where it kept one)."""
+    retried = _retried_attempts(turns)
     out = []
     for turn in turns:
+        if _attempt_key(turn) in retried:  # a later attempt answered this turn: the run's verdict stands
+            out.append(turn)
+            continue
         cell = cells.get(turn["cell_id"], {})
         suite = turn.get("suite") or (cell.get("suites") or [None])[0]
         tools = (cell.get("tools") or {}).get(suite, [])
@@ -96,6 +100,17 @@ def reclassify(
     return out
 
 
+def _attempt_key(turn: dict[str, Any]) -> tuple[Any, ...]:
+    return (turn["cell_id"], turn["seed"], turn.get("seed_attempt", 0), turn["turn"], turn.get("attempt", 0))
+
+
+def _retried_attempts(turns: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    """Attempts the run retried (a later attempt of the same turn exists). Recomputing them could make a
+    retried non-response eligible beside the turn's real answer and count the turn twice."""
+    keys = {_attempt_key(t) for t in turns}
+    return {key for key in keys if (*key[:4], key[4] + 1) in keys}
+
+
 def _text(row: dict[str, Any]) -> str:
     """The wide table's cell: `34 [9,59] n54`, `rej n8`, `launch_failed`. Markers after the figure: `ovf N`
     (N context overflows, which are refusals but not for lack of tool support; a cell refused only by
@@ -118,8 +133,8 @@ def _text(row: dict[str, Any]) -> str:
 
 
 def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) -> dict[str, Any]:
-    """How a cell's seeds ended and what its turns carried beside their outcome. Task success is over
-    seeds that ran: a refused seed, one whose retries ran out, or one whose server died never ran as a task."""
+    """How a cell's seeds ended and what its turns carried beside their outcome. Task success is over seeds
+    the model could carry to an end (UNRAN_SEED_ENDS: refused, context overflow, retries out, server died)."""
     ends = [t for t in counted if t.get("end")]
     ran = [t for t in ends if t["end"] not in UNRAN_SEED_ENDS]
     flags = [flag for t in counted for flag in t.get("flags") or []]
@@ -151,7 +166,7 @@ def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
     cells = {cell["cell_id"]: cell for cell in store.read_cells()}
     turns = store.read_turns()
     if do_reclassify:
-        turns = reclassify(turns, cells, lambda name: run_stack(store.dir, name) or load_stack(name))
+        turns = reclassify(turns, cells, run_stacks(store.dir))
     by_cell: dict[str, list[dict[str, Any]]] = {}
     for turn in turns:
         by_cell.setdefault(turn["cell_id"], []).append(turn)

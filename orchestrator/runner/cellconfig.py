@@ -124,8 +124,12 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "tools_sha256",
     "decoding",
     "sampler",
+    "prompt_cache_policy",
     "turn_cap",
 )
+
+
+PORT_FLAGS = frozenset({"--port", "-p"})
 
 
 def _portable(value: Any, exact: dict[str, str], port: str | None) -> Any:
@@ -134,8 +138,13 @@ def _portable(value: Any, exact: dict[str, str], port: str | None) -> Any:
         if value in exact:
             return exact[value]
         return value.replace(f":{port}", ":{port}") if port else value
-    if isinstance(value, list):
-        return [_portable(item, exact, port) for item in value]
+    if isinstance(value, list):  # an argv: the port is the value after --port, never any equal number
+        return [
+            "{port}"
+            if port and item == port and index and value[index - 1] in PORT_FLAGS
+            else _portable(item, exact, port)
+            for index, item in enumerate(value)
+        ]
     if isinstance(value, dict):
         return {key: _portable(item, exact, port) for key, item in value.items()}
     return value
@@ -146,7 +155,7 @@ def config_sha256(record: dict[str, Any]) -> str:
     URL, and where this machine keeps the binary and the model files are no part of it."""
     base_url = record.get("base_url") or ""
     port = base_url.rsplit(":", 1)[-1] if base_url.count(":") >= 2 else None
-    exact = {port: "{port}"} if port else {}
+    exact: dict[str, str] = {}
     for key in ("model_path", "binary"):
         if isinstance(record.get(key), str):
             exact[record[key]] = "{" + key + "}/" + Path(record[key]).name

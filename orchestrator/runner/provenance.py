@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
+from orchestrator.runner.store import StoreError
 from orchestrator.runner.tasks import seeds_dir
-from orchestrator.serving.registry import REPO_ROOT, stacks_dir
+from orchestrator.serving.registry import REPO_ROOT, load_stack, stacks_dir
 from orchestrator.serving.stackspec import StackSpec
 
 TEMPLATES_DIR = REPO_ROOT / "orchestrator" / "templates"
@@ -68,4 +72,17 @@ def run_stack(run_dir: Path, name: str) -> StackSpec | None:
     path = run_dir / SNAPSHOT_DIR / f"{name}.yaml"
     if not path.is_file():
         return None
-    return StackSpec.model_validate(yaml.safe_load(path.read_text()))
+    try:
+        return StackSpec.model_validate(yaml.safe_load(path.read_text()))
+    except (yaml.YAMLError, ValidationError) as exc:  # e.g. a snapshot from an older stack schema
+        raise StoreError(f"{path}: the run's stack snapshot cannot be read by this orchestrator: {exc}") from exc
+
+
+def run_stacks(run_dir: Path) -> Callable[[str], StackSpec]:
+    """name -> the run's own stack definition (its snapshot, else today's file), read once per name."""
+
+    @cache
+    def lookup(name: str) -> StackSpec:
+        return run_stack(run_dir, name) or load_stack(name)
+
+    return lookup

@@ -241,7 +241,7 @@ def _read_cell(path: Path) -> dict[str, Any]:
 def check_schema(where: str, data: dict[str, Any]) -> dict[str, Any]:
     """Accept the schema versions this code knows (no field = 1); refuse a newer one with a clear error."""
     version = data.get("schema_version", 1)
-    if version not in KNOWN_SCHEMA_VERSIONS:
+    if type(version) is not int or version not in KNOWN_SCHEMA_VERSIONS:
         known = ", ".join(str(v) for v in sorted(KNOWN_SCHEMA_VERSIONS))
         raise StoreError(f"{where}: schema version {version!r} is unknown to this orchestrator (it reads {known})")
     return data

@@ -37,6 +37,8 @@ from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ServerConfig
 
 Seed = tuple[str, str]  # (suite, seed id)
+# Cell-file fields that say how a run of the cell went, not what the cell's stack config is.
+RUN_STATE_FIELDS = frozenset({"status", "started", "finished", "launches", "error", "log_tail", "reproduce"})
 
 
 def new_run_id(matrix: Matrix) -> str:
@@ -84,13 +86,18 @@ class Sweep:
         return self.executed_seeds
 
     def mark_launch_failed(self, cells: list[Cell], exc: LaunchFailed, session: ServerSession | None) -> None:
+        """Mark cells that could not be served. A cell with turns from an earlier launch keeps that launch's
+        config (the failed start is appended to its launches); a complete cell is never touched."""
+        if not cells:
+            return
         self.console.print(f"[red]launch failed[/] {cells[0].stack.label}: {exc.summary}", highlight=False)
         failed_start = session.launches[-1:] if session and not session.alive() else []
         for cell in cells:
+            base = self.first_config(cell) or cell_config(self.matrix, cell, None, None, None)
             self.store.write_cell(
                 cell.cell_id,
                 {
-                    **cell_config(self.matrix, cell, None, None, None),
+                    **base,
                     "status": CellStatus.LAUNCH_FAILED.value,
                     "error": exc.error,
                     "log_tail": exc.log_tail,
@@ -112,14 +119,14 @@ class Sweep:
         try:
             config = launch_config(self.matrix, plan)
         except LaunchFailed as exc:
-            self.mark_launch_failed(plan.cells, exc, None)
+            self.mark_launch_failed([c for c in plan.cells if not self.cell_done(c, pending)], exc, None)
             return
         session = ServerSession(config, self.store.run_id, self.store.dir / "logs")
         task = progress.add_task(f"[bold]{plan.server_id}[/] starting", total=sum(len(s) for s in pending.values()))
         try:
             session.start("initial")
         except LaunchFailed as exc:
-            self.mark_launch_failed(plan.cells, exc, session)
+            self.mark_launch_failed([c for c in plan.cells if not self.cell_done(c, pending)], exc, session)
             return
         try:
             progress.update(task, description=f"[bold]{plan.server_id}[/] ready in {session.ready_s:.0f}s")
@@ -212,9 +219,9 @@ class Sweep:
     def first_config(self, cell: Cell) -> dict[str, Any] | None:
         """A resumed cell keeps the config recorded at its first launch; later starts go to `launches`."""
         previous = self.store.read_cell(cell.cell_id)
-        if not previous or previous.get("status") == CellStatus.LAUNCH_FAILED or not previous.get("argv"):
+        if not previous or not previous.get("argv"):  # never served: nothing recorded to keep
             return None
-        return {k: v for k, v in previous.items() if k not in ("status", "started", "finished", "launches", "error")}
+        return {k: v for k, v in previous.items() if k not in RUN_STATE_FIELDS}
 
     def run_seeds(
         self,
@@ -316,6 +323,17 @@ def start_run(matrix: Matrix, matrix_path: Path, matrix_sha256: str, results_dir
     )
     snapshot_stacks(store.dir)
     return store
+
+
+def finish_run(store: RunStore, *, wall_s: float, resumed: bool) -> None:
+    """Record the end of a run. A resume records its own end and wall time in its `resumes` entry: the first
+    run's `finished` and `wall_s` stay what they were."""
+    manifest = store.manifest()
+    if resumed and manifest.get("resumes"):
+        resumes = [*manifest["resumes"][:-1], {**manifest["resumes"][-1], "finished": now(), "wall_s": wall_s}]
+        store.update_manifest(resumes=resumes)
+    else:
+        store.update_manifest(finished=now(), wall_s=wall_s)
 
 
 class DriftError(ValueError):

@@ -231,16 +231,20 @@ def resolve_model(stack: str, name: str, path: str | None = None, progress: Prog
     if path is not None or spec.model_source in ("ollama_tag", "remote"):
         return ModelRef(name=name, path=path)
     gguf_quant = MODELS[name].filename.rsplit("-", 1)[-1].removesuffix(".gguf").upper()
+    gguf = ensure_model(name, progress)
+    # Hashed again now, not trusted from the cache's marker: `verified` means this file, today.
+    if sha256_file(Path(gguf.path)) != MODELS[name].sha256:
+        raise AssetError(f"{gguf.path}: sha256 no longer matches the recorded {MODELS[name].sha256}")
     if spec.model_source == "gguf_file":
-        record = ensure_model(name, progress)  # sha256 checked against the recorded digest when assembled
-        return ModelRef(name=name, path=record.path, digest=record.sha256, quantization=gguf_quant, identity="verified")
+        return ModelRef(name=name, path=gguf.path, digest=gguf.sha256, quantization=gguf_quant, identity="verified")
+    # The HF directory holds bf16 weights dequantised from the verified GGUF: its digest is computed by the
+    # conversion, the verified link is the source.
     record = ensure_hf_dir(name, progress)
-    # The HF directory holds bf16 weights dequantised from the GGUF: the same model, not the same numbers.
     return ModelRef(
         name=name,
         path=record.path,
         digest=record.sha256,
-        quantization=f"bf16 (dequantised from {gguf_quant} GGUF)",
-        identity="verified",
-        converted_from=f"{gguf_quant} GGUF sha256:{MODELS[name].sha256}",
+        quantization="bf16",
+        identity="derived",
+        converted_from=f"{gguf_quant} GGUF sha256:{MODELS[name].sha256} (verified)",
     )

@@ -83,7 +83,11 @@ def sampler_record(spec: StackSpec, decoding: Decoding) -> dict[str, Any]:
     """What a request carries, for the record: the sampler as sent, the fixed request fields, what is not sent."""
     return {
         "location": spec.sampler.location,
-        "sent": sampler_fields(spec, decoding),
+        # The seed each request carries is derived per request (core/sampling.py) from this run seed.
+        "sent": {
+            **sampler_fields(spec, decoding),
+            **({"seed": f"per request, from run seed {decoding.seed}"} if decoding.seed is not None else {}),
+        },
         "request_fields": dict(spec.request_fields),
         "not_sent": dict(spec.sampler.not_sent),
         "extra": dict(decoding.extra),

@@ -26,10 +26,11 @@ class ModelRef(BaseModel):
     digest: str | None = Field(None, description="sha256 of the file / weights, when known.")
     quantization: str | None = None
     local: bool = Field(True, description="False: `path` is a hub id the server resolves itself (no mount).")
-    identity: Literal["verified", "claimed"] = Field(
+    identity: Literal["verified", "derived", "claimed"] = Field(
         "claimed",
-        description="verified: `digest` is the sha256 of the file(s) served, checked here; claimed: a tag, hub "
-        "id, path or digest taken on trust.",
+        description="verified: `digest` is the sha256 of the file served, checked here against a pinned value; "
+        "derived: computed here from a verified source (`converted_from`); claimed: a tag, hub id, path or "
+        "digest taken on trust.",
     )
     converted_from: str | None = Field(
         None, description="What the served weights were converted from, e.g. 'Q4_K_M GGUF sha256:...' (vLLM bf16)."
