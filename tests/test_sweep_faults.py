@@ -143,3 +143,43 @@ bootstrap: {{resamples: 200}}
     assert complete.read_bytes() == before
     rerun = json.loads((run / "cells" / "ollama-default__llama3.2__text-tools.json").read_text())
     assert rerun["status"] == "complete" and len(rerun["launches"]) == 2
+
+
+def test_a_failed_start_on_resume_never_touches_complete_cells(tmp_path: Path) -> None:
+    server = tmp_path / "ollama"  # a copy of the replay that the resume will not find
+    server.write_text((REPLAY_DIR / "ollama").read_text().replace(
+        "sys.path.insert(0, str(Path(__file__).resolve().parent))", f"sys.path.insert(0, {str(REPLAY_DIR)!r})"
+    ))  # fmt: skip
+    server.chmod(0o755)
+    done, run = run_matrix(
+        tmp_path,
+        f"""\
+name: resumefail
+stacks:
+  - {{stack: ollama, launcher: process, binary: {server}}}
+models:
+  - name: llama3.2
+    sources: {{ollama: {{tag: "llama3.2:latest"}}}}
+modes: [native, text-tools]
+tasks:
+  - {{suite: ops, count: 2}}
+turn_cap: 2
+bootstrap: {{resamples: 200}}
+""",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    complete = run / "cells" / "ollama-default__llama3.2__native.json"
+    before = complete.read_bytes()
+    turns = run / "turns.jsonl"
+    rows = [json.loads(line) for line in turns.read_text().splitlines()]
+    last = max(i for i, r in enumerate(rows) if r["cell_id"].endswith("text-tools"))
+    rows[last].pop("end")
+    turns.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    server.unlink()
+    resumed = orchestrate("matrix", "--resume", str(run))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert complete.read_bytes() == before
+    partial = json.loads((run / "cells" / "ollama-default__llama3.2__text-tools.json").read_text())
+    assert partial["status"] == "launch_failed"
+    assert partial["argv"] is not None, "the config of the launch that served its stored turns is kept"
+    assert [launch["ok"] for launch in partial["launches"]] == [True, False]
