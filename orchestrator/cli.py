@@ -87,13 +87,12 @@ def classify_command(
             except UnknownStackError as exc:
                 raise InputError(f"{exchanges}:{number}: field 'stack': {exc}") from exc
             verdict = classify(
-                refusals=spec.refusals,
+                **spec.signatures(),
                 mode=exchange.mode,
                 tools=exchange.tools,
                 http_status=exchange.http_status,
                 body=exchange.body,
                 transport_error=exchange.error,
-                parser_failures=spec.parser_failures,
             )
             row = {"id": exchange.id, **verdict.model_dump(mode="json", include=_CLASSIFY_FIELDS)}
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -111,13 +111,10 @@ bootstrap: {{resamples: 200}}
     assert {t["model"] for t in turns} == {"llama3.2:latest"}
 
 
-def test_resume_leaves_complete_cells_exactly_as_they_were(tmp_path: Path) -> None:
-    done, run = run_matrix(
-        tmp_path,
-        f"""\
-name: resumecells
+TWO_CELLS = """\
+name: twocells
 stacks:
-  - {{stack: ollama, launcher: process, binary: {REPLAY_DIR / "ollama"}}}
+  - {{stack: ollama, launcher: process, binary: {binary}}}
 models:
   - name: llama3.2
     sources: {{ollama: {{tag: "llama3.2:latest"}}}}
@@ -126,22 +123,31 @@ tasks:
   - {{suite: ops, count: 2}}
 turn_cap: 2
 bootstrap: {{resamples: 200}}
-""",
-    )
+"""
+COMPLETE_CELL = "ollama-default__llama3.2__native.json"
+PARTIAL_CELL = "ollama-default__llama3.2__text-tools.json"
+
+
+def run_then_kill_one_seed(tmp_path: Path, binary: Path) -> tuple[Path, bytes]:
+    """Run two cells, then make the run look killed: the text-tools cell's last seed never ended.
+    Returns the run and the complete (native) cell file's bytes."""
+    done, run = run_matrix(tmp_path, TWO_CELLS.format(binary=binary))
     assert done.returncode == 0, done.stderr[-3000:]
-    complete = run / "cells" / "ollama-default__llama3.2__native.json"
-    before = complete.read_bytes()
-    # A killed run: the text-tools cell's last seed never ended.
     turns = run / "turns.jsonl"
     rows = [json.loads(line) for line in turns.read_text().splitlines()]
     last = max(i for i, r in enumerate(rows) if r["cell_id"].endswith("text-tools"))
     rows[last].pop("end")
     turns.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run, (run / "cells" / COMPLETE_CELL).read_bytes()
+
+
+def test_resume_leaves_complete_cells_exactly_as_they_were(tmp_path: Path) -> None:
+    run, before = run_then_kill_one_seed(tmp_path, REPLAY_DIR / "ollama")
     resumed = orchestrate("matrix", "--resume", str(run))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "1 seed run(s) executed" in resumed.stdout
-    assert complete.read_bytes() == before
-    rerun = json.loads((run / "cells" / "ollama-default__llama3.2__text-tools.json").read_text())
+    assert (run / "cells" / COMPLETE_CELL).read_bytes() == before
+    rerun = json.loads((run / "cells" / PARTIAL_CELL).read_text())
     assert rerun["status"] == "complete" and len(rerun["launches"]) == 2
 
 
@@ -151,35 +157,12 @@ def test_a_failed_start_on_resume_never_touches_complete_cells(tmp_path: Path) -
         "sys.path.insert(0, str(Path(__file__).resolve().parent))", f"sys.path.insert(0, {str(REPLAY_DIR)!r})"
     ))  # fmt: skip
     server.chmod(0o755)
-    done, run = run_matrix(
-        tmp_path,
-        f"""\
-name: resumefail
-stacks:
-  - {{stack: ollama, launcher: process, binary: {server}}}
-models:
-  - name: llama3.2
-    sources: {{ollama: {{tag: "llama3.2:latest"}}}}
-modes: [native, text-tools]
-tasks:
-  - {{suite: ops, count: 2}}
-turn_cap: 2
-bootstrap: {{resamples: 200}}
-""",
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    complete = run / "cells" / "ollama-default__llama3.2__native.json"
-    before = complete.read_bytes()
-    turns = run / "turns.jsonl"
-    rows = [json.loads(line) for line in turns.read_text().splitlines()]
-    last = max(i for i, r in enumerate(rows) if r["cell_id"].endswith("text-tools"))
-    rows[last].pop("end")
-    turns.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run, before = run_then_kill_one_seed(tmp_path, server)
     server.unlink()
     resumed = orchestrate("matrix", "--resume", str(run))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert complete.read_bytes() == before
-    partial = json.loads((run / "cells" / "ollama-default__llama3.2__text-tools.json").read_text())
+    assert (run / "cells" / COMPLETE_CELL).read_bytes() == before
+    partial = json.loads((run / "cells" / PARTIAL_CELL).read_text())
     assert partial["status"] == "launch_failed"
     assert partial["argv"] is not None, "the config of the launch that served its stored turns is kept"
     assert [launch["ok"] for launch in partial["launches"]] == [True, False]

@@ -77,13 +77,12 @@ def reclassify(
             transport = TransportError(kind=error["type"], message=str(error.get("body") or ""))
         spec = stacks(turn.get("stack") or cell.get("stack", "openai"))
         verdict = classify(
-            refusals=spec.refusals,
+            **spec.signatures(),
             mode=turn["tools_mode"],
             tools=tools,
             http_status=turn.get("http_status"),
             body=turn.get("raw_body"),
             transport_error=transport,
-            parser_failures=spec.parser_failures,
         )
         # Flags the runner added (not read from the answer) stay as recorded.
         kept = [flag for flag in turn.get("flags") or [] if flag.split(":", 1)[0] in RUNNER_FLAG_FAMILIES]

@@ -137,13 +137,12 @@ def _answer(
         if ctx.cancelled.is_set():  # the server is being torn down: this answer is not the model's
             raise SeedCancelled(ctx.seed_id)
         verdict = classify(
-            refusals=ctx.spec.refusals,
+            **ctx.spec.signatures(),
             mode=ctx.mode,
             tools=ctx.suite.tools,
             http_status=exchange.http_status,
             body=exchange.body,
             transport_error=exchange.transport_error,
-            parser_failures=ctx.spec.parser_failures,
         )
         last = _turn_record(ctx, turn, attempt, exchange, verdict, cache if attempt == 0 else None)
         if verdict.outcome is Outcome.NON_RESPONSE and not ctx.server_alive():

@@ -87,13 +87,12 @@ def probe(handle: ServerHandle, config: ServerConfig, decoding: Decoding = PROBE
     with httpx.Client(headers=headers) as client:
         exchange = post_chat(client, handle.base_url + spec.chat_path, payload, timeout_s=300)
     verdict = classify(
-        refusals=spec.refusals,
+        **spec.signatures(),
         mode=ToolsMode.NATIVE,
         tools=PROBE_TOOLS,
         http_status=exchange.http_status,
         body=exchange.body,
         transport_error=exchange.transport_error,
-        parser_failures=spec.parser_failures,
     )
     return ProbeResult(
         server_id=config.server_id,

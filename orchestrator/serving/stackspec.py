@@ -232,6 +232,10 @@ class StackSpec(_Strict):
             raise ValueError("a stack needs at least one tool configuration")
         return value
 
+    def signatures(self) -> dict[str, list[RefusalSignature]]:
+        """The classifier's stack-specific inputs, in one place: `classify(**spec.signatures(), ...)`."""
+        return {"refusals": list(self.refusals), "parser_failures": list(self.parser_failures)}
+
     def tool_config(self, name: str) -> ToolConfig:
         if name not in self.tool_configs:
             known = ", ".join(sorted(self.tool_configs))
