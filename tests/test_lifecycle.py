@@ -113,7 +113,8 @@ def test_sigterm_during_docker_start_leaves_no_container(docker_client, llama_se
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    label = {"label": "toolcall-matrix.managed=true"}
+    # Only this probe's container (its run id is probe-<pid>): other runs on the machine have their own.
+    label = {"label": ["toolcall-matrix.managed=true", f"toolcall-matrix.run-id=probe-{run.pid}"]}
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not docker_client.containers.list(all=True, filters=label):
         time.sleep(0.05)
