@@ -194,3 +194,15 @@ def test_stats_missing_outcome_names_line(tmp_path: Path) -> None:
     )
     result = run("stats", str(path))
     assert result.returncode == 2 and f"{path}:1" in result.stderr and "outcome" in result.stderr
+
+
+def test_a_run_started_in_the_background_still_stops_on_sigint() -> None:
+    # `cmd &` in a non-interactive shell starts Python with SIGINT ignored; the CLI must undo that.
+    code = (
+        "import signal; from orchestrator.serving.launchers import install_termination_handler;"
+        "install_termination_handler(); print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    )
+    out = subprocess.run(
+        ["bash", "-c", f'{sys.executable} -c "{code}" & wait'], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "True"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.runner.cellconfig import cell_config
 from orchestrator.runner.matrix import MatrixError, expand, load_matrix
 from orchestrator.serving.registry import REPO_ROOT
 
@@ -29,7 +30,7 @@ turn_cap: 4
 """
 
 
-@pytest.mark.parametrize("name", ["cpu", "smoke", "full", "paper"])
+@pytest.mark.parametrize("name", ["cpu", "smoke", "full", "paper", "paper-cpu"])
 def test_shipped_matrices_validate(name: str) -> None:
     matrix, digest = load_matrix(REPO_ROOT / "matrices" / f"{name}.yaml")
     assert len(digest) == 64 and expand(matrix)
@@ -48,6 +49,31 @@ def test_paper_matrix_matches_the_paper_setup() -> None:
     assert (matrix.decoding.temperature, matrix.decoding.top_p, matrix.turn_cap) == (1.0, 1.0, 40)
     assert len([m for m in matrix.models if "ollama" in m.sources]) == 9
     assert any(s.stack == "vllm" and s.resolved_tool_config == "hermes" for s in matrix.stacks)
+
+
+def test_a_model_turn_cap_overrides_the_matrix_cap_and_is_recorded_per_cell(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        GOOD.replace(
+            "      vllm: {asset: smollm2-135m-instruct}\n",
+            "      vllm: {asset: smollm2-135m-instruct}\n    turn_cap: 2\n",
+        ).replace("models:\n", "models:\n  - name: other\n    sources: {llamacpp: {asset: smollm2-135m-instruct}}\n")
+    )
+    matrix, _ = load_matrix(path)
+    assert (matrix.turn_cap_for("m"), matrix.turn_cap_for("other")) == (2, 4)
+    caps = {
+        cell.model.name: cell_config(matrix, cell, None, None, None)["turn_cap"]
+        for plan in expand(matrix)
+        for cell in plan.cells
+    }
+    assert caps == {"m": 2, "other": 4}
+
+
+def test_paper_cpu_matrix_keeps_the_papers_cap_where_it_can() -> None:
+    matrix, _ = load_matrix(REPO_ROOT / "matrices" / "paper-cpu.yaml")
+    assert (matrix.decoding.temperature, matrix.decoding.top_p, matrix.turn_cap) == (1.0, 1.0, 40)
+    assert matrix.turn_cap_for("qwen2.5-coder-0.5b-instruct") == 40
+    assert matrix.turn_cap_for("qwen2.5-coder-1.5b-instruct") == 10
 
 
 def test_expansion_one_server_per_model_for_single_model_stacks(tmp_path: Path) -> None:

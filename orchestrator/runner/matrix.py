@@ -91,6 +91,9 @@ class ModelEntry(_Strict):
     sources: dict[str, ModelSource] = Field(description="Per stack: where this stack gets the model.")
     quantization: str | None = None
     digest: str | None = Field(None, description="Expected sha256 of the model file, when pinned.")
+    turn_cap: int | None = Field(
+        None, ge=1, description="This model's turn cap where it must differ from the matrix's (recorded per cell)."
+    )
 
 
 class TaskEntry(_Strict):
@@ -149,6 +152,11 @@ class Matrix(_Strict):
     concurrency: int = Field(1, ge=1)
     bootstrap: BootstrapSettings = BootstrapSettings()
     exclude: list[Exclude] = Field(default_factory=list)
+
+    def turn_cap_for(self, model: str) -> int:
+        """The turn cap a model's cells run under: its own override, else the matrix's."""
+        entry = next((m for m in self.models if m.name == model), None)
+        return entry.turn_cap if entry and entry.turn_cap else self.turn_cap
 
     @model_validator(mode="after")
     def _consistent(self) -> Matrix:

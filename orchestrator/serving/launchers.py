@@ -314,12 +314,18 @@ def running_server(config: ServerConfig, run_id: str, log_dir: Path | None = Non
 
 
 def install_termination_handler() -> None:
-    """Turn SIGTERM into SystemExit so context managers tear servers down as on Ctrl-C."""
+    """Turn SIGTERM into SystemExit so context managers tear servers down as on Ctrl-C.
+
+    A run started with `&` from a non-interactive shell inherits SIGINT ignored, so `kill -INT` would do
+    nothing; restore Python's Ctrl-C behaviour so SIGINT stops such a run as it stops a foreground one.
+    """
 
     def handler(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, handler)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def cleanup(run_id: str | None = None) -> list[str]:
