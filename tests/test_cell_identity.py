@@ -12,11 +12,15 @@ from orchestrator.core.types import ToolsMode
 from orchestrator.runner.matrix import expand, load_matrix
 from orchestrator.serving.registry import REPO_ROOT
 
-EXAMPLES = REPO_ROOT / "results" / "examples"
+# Every committed run of matrices/cpu.yaml: the first example (schema 1, now a fixture) and the current one.
+CPU_RUNS = [
+    REPO_ROOT / "tests" / "fixtures" / "runs" / "20261202T154426Z-cpu-9c81b1",
+    *sorted((REPO_ROOT / "results" / "examples").glob("*Z-cpu-*")),
+]
 
 
 def committed_cells() -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(EXAMPLES.glob("*/cells/*.json"))]
+    return [json.loads(p.read_text()) for run in CPU_RUNS for p in sorted(run.glob("cells/*.json"))]
 
 
 def test_committed_example_cell_ids_are_reproduced() -> None:

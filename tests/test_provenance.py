@@ -1,5 +1,5 @@
-"""Provenance that survives resume, driven by stored runs only (no server): the committed example run (schema
-version 1) still reports the figures it was committed with, unknown schema versions are refused with a clear
+"""Provenance that survives resume, driven by stored runs only (no server): the first committed example run (schema
+version 1, now a fixture) still reports the figures it was committed with, unknown schema versions are refused with a clear
 error, a resume with drifted stacks/seeds/templates refuses unless allowed (and records the drift),
 `--reclassify` uses the run's own stack snapshot, model identity says verified or claimed, and the port is
 no part of a stack config's identity."""
@@ -20,7 +20,8 @@ from orchestrator.runner.store import RunStore, StoreError, git_state
 from orchestrator.runner.sweep import DriftError, resume_run
 from orchestrator.serving.registry import REPO_ROOT
 
-EXAMPLE = next((REPO_ROOT / "results" / "examples").glob("*-cpu-*"))
+# The first committed CPU example (schema version 1), kept as a fixture when the v2 rerun replaced it.
+EXAMPLE = REPO_ROOT / "tests" / "fixtures" / "runs" / "20261202T154426Z-cpu-9c81b1"
 
 
 @pytest.fixture
