@@ -1,6 +1,6 @@
-"""Provenance that survives resume, driven by stored runs only (no server): the first committed example run (schema
-version 1, now a fixture) still reports the figures it was committed with, unknown schema versions are refused with a clear
-error, a resume with drifted stacks/seeds/templates refuses unless allowed (and records the drift),
+"""Provenance that survives resume, driven by stored runs only (no server): the first committed example run
+(schema version 1, now a fixture) still reports the figures it was committed with, unknown schema versions are
+refused with a clear error, a resume with drifted stacks/seeds/templates refuses unless allowed (and records the drift),
 `--reclassify` uses the run's own stack snapshot, model identity says verified or claimed, and the port is
 no part of a stack config's identity."""
 
