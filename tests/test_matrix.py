@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner.cellconfig import cell_config
+from orchestrator.core.textcalls import FORMATS
+from orchestrator.runner.cellconfig import cell_config, config_sha256
 from orchestrator.runner.matrix import MatrixError, expand, load_matrix
 from orchestrator.serving.registry import REPO_ROOT
 
@@ -161,3 +162,61 @@ def test_decoding_extra_may_not_replace_what_the_harness_sends(tmp_path: Path, e
     path.write_text(GOOD.replace("turn_cap: 4", f"turn_cap: 4\ndecoding: {{extra: {extra}}}"))
     with pytest.raises(MatrixError, match=r"decoding\.extra sets"):
         load_matrix(path)
+
+
+# A model's call format (README: Call formats): validated, recorded per cell, part of its config identity.
+
+
+def with_format(model_line: str, source_line: str = "") -> str:
+    text = GOOD.replace("  - name: m\n", f"  - name: m\n{model_line}")
+    return text.replace("      vllm: {asset: smollm2-135m-instruct}\n", source_line) if source_line else text
+
+
+def test_a_matrix_names_a_models_call_format_and_the_cell_records_it(tmp_path: Path) -> None:
+    assert {"pythonic", "qwen3_xml"} <= set(FORMATS)
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        with_format(
+            "    call_format: pythonic\n", "      vllm: {asset: smollm2-135m-instruct, call_format: qwen3_xml}\n"
+        )
+    )
+    matrix, _ = load_matrix(path)
+    configs = {cell.cell_id: cell_config(matrix, cell, None, None, None) for p in expand(matrix) for cell in p.cells}
+    llama = configs["llamacpp-jinja__m__native"]
+    assert llama["call_format"] == "pythonic"
+    assert configs["vllm-default__m__text-tools"]["call_format"] == "qwen3_xml"  # the stack's source wins
+    auto = {**llama, "call_format": "auto"}
+    assert config_sha256(llama) != config_sha256(auto)  # it changes how outputs are read: part of the identity
+    old = {k: v for k, v in auto.items() if k != "call_format"}
+    assert config_sha256(old) == config_sha256(auto)  # a cell recorded before the field keeps its digest
+
+
+def test_the_default_call_format_is_auto(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(GOOD)
+    matrix, _ = load_matrix(path)
+    assert {cell.call_format for p in expand(matrix) for cell in p.cells} == {"auto"}
+
+
+@pytest.mark.parametrize(
+    ("model_line", "source_line", "field", "line"),
+    [
+        ("    call_format: yaml\n", "", "models.0.call_format", 7),
+        (
+            "",
+            "      vllm: {asset: smollm2-135m-instruct, call_format: yaml}\n",
+            "models.0.sources.vllm.call_format",
+            9,
+        ),
+    ],
+)
+def test_an_unknown_call_format_fails_the_matrix_naming_file_and_field(
+    tmp_path: Path, model_line: str, source_line: str, field: str, line: int
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(with_format(model_line, source_line))
+    with pytest.raises(MatrixError) as raised:
+        load_matrix(path)
+    text = str(raised.value)
+    assert text.startswith(f"{path}:{line}: field {field}: unknown call format 'yaml'"), text
+    assert "pythonic" in text

@@ -265,6 +265,7 @@ class Sweep:
                 headers=auth_headers(spec),
                 seed_attempt=attempt,
                 shared_server=self.matrix.concurrency > 1,
+                call_format=base.get("call_format") or cell.call_format,
                 server_alive=handle.alive,
                 reset_cache=lambda client: reset_prompt_cache(
                     client, handle.base_url, spec, served_name=config.model.name
