@@ -128,6 +128,10 @@ COMPLETE_CELL = "ollama-default__llama3.2__native.json"
 PARTIAL_CELL = "ollama-default__llama3.2__text-tools.json"
 
 
+def read_turns(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "turns.jsonl").read_text().splitlines()]
+
+
 def run_then_kill_one_seed(tmp_path: Path, binary: Path) -> tuple[Path, bytes]:
     """Run two cells, then make the run look killed: the text-tools cell's last seed never ended.
     Returns the run and the complete (native) cell file's bytes."""
@@ -151,12 +155,32 @@ def test_resume_leaves_complete_cells_exactly_as_they_were(tmp_path: Path) -> No
     assert rerun["status"] == "complete" and len(rerun["launches"]) == 2
 
 
-def test_a_failed_start_on_resume_never_touches_complete_cells(tmp_path: Path) -> None:
-    server = tmp_path / "ollama"  # a copy of the replay that the resume will not find
+def replay_copy(tmp_path: Path) -> Path:
+    """A copy of the Ollama replay that a test may change or remove between the run and its resume."""
+    server = tmp_path / "ollama"
     server.write_text((REPLAY_DIR / "ollama").read_text().replace(
         "sys.path.insert(0, str(Path(__file__).resolve().parent))", f"sys.path.insert(0, {str(REPLAY_DIR)!r})"
     ))  # fmt: skip
     server.chmod(0o755)
+    return server
+
+
+def test_records_of_a_resumed_seed_carry_the_version_that_served_them(tmp_path: Path) -> None:
+    server = replay_copy(tmp_path)
+    run, _ = run_then_kill_one_seed(tmp_path, server)
+    killed = {r["seed"] for r in read_turns(run) if r["cell_id"] + ".json" == PARTIAL_CELL and not r.get("end")}
+    server.write_text(server.read_text().replace('VERSION = "0.30.8"', 'VERSION = "0.30.9"'))
+    resumed = orchestrate("matrix", "--resume", str(run))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    partial = [r for r in read_turns(run) if r["cell_id"] + ".json" == PARTIAL_CELL]
+    versions = {(r["seed"] in killed, r["stack_version"]) for r in partial}
+    assert len(killed) == 1 and versions == {(False, "0.30.8"), (True, "0.30.9")}
+    cell = json.loads((run / "cells" / PARTIAL_CELL).read_text())
+    assert cell["stack_version"] == "0.30.8", "the cell keeps the config of its first launch"
+
+
+def test_a_failed_start_on_resume_never_touches_complete_cells(tmp_path: Path) -> None:
+    server = replay_copy(tmp_path)  # the resume will not find it
     run, before = run_then_kill_one_seed(tmp_path, server)
     server.unlink()
     resumed = orchestrate("matrix", "--resume", str(run))

@@ -202,12 +202,15 @@ class Sweep:
                 "launches": [*previous, *session.launches[serving:]],
             },
         )
-        died = self.run_seeds(cell, session, base, config, seeds, progress, task)
+        # Records carry the version that served them: a resumed cell keeps its first config, but this launch's
+        # probe says what is running now.
+        served = {**base, "stack_version": probe_result.stack_version or base.get("stack_version")}
+        died = self.run_seeds(cell, session, served, config, seeds, progress, task)
         status, error = CellStatus.COMPLETE, None
         if died:
             try:
                 session.start(f"restart: the server died under {len(died)} seed(s) of this cell")
-                died = self.run_seeds(cell, session, base, config, died, progress, task)
+                died = self.run_seeds(cell, session, served, config, died, progress, task)
             except LaunchFailed as exc:
                 error = exc.error
             if died or error:
