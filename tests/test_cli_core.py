@@ -225,9 +225,10 @@ def test_a_run_started_in_the_background_still_stops_on_sigint() -> None:
     # `cmd &` in a non-interactive shell starts Python with SIGINT ignored; the CLI must undo that.
     code = (
         "import signal; from orchestrator.serving.launchers import install_termination_handler;"
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN);"
         "install_termination_handler(); print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     )
     out = subprocess.run(
         ["bash", "-c", f'{sys.executable} -c "{code}" & wait'], capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == "True"
+    assert out.stdout.split() == ["True", "True"], "SIGINT was ignored before, and is Ctrl-C's after"

@@ -61,7 +61,8 @@ def test_a_model_turn_cap_overrides_the_matrix_cap_and_is_recorded_per_cell(tmp_
         ).replace("models:\n", "models:\n  - name: other\n    sources: {llamacpp: {asset: smollm2-135m-instruct}}\n")
     )
     matrix, _ = load_matrix(path)
-    assert (matrix.turn_cap_for("m"), matrix.turn_cap_for("other")) == (2, 4)
+    entries = {m.name: m for m in matrix.models}
+    assert (matrix.turn_cap_for(entries["m"]), matrix.turn_cap_for(entries["other"])) == (2, 4)
     caps = {
         cell.model.name: cell_config(matrix, cell, None, None, None)["turn_cap"]
         for plan in expand(matrix)
@@ -73,8 +74,8 @@ def test_a_model_turn_cap_overrides_the_matrix_cap_and_is_recorded_per_cell(tmp_
 def test_paper_cpu_matrix_keeps_the_papers_cap_where_it_can() -> None:
     matrix, _ = load_matrix(REPO_ROOT / "matrices" / "paper-cpu.yaml")
     assert (matrix.decoding.temperature, matrix.decoding.top_p, matrix.turn_cap) == (1.0, 1.0, 40)
-    assert matrix.turn_cap_for("qwen2.5-coder-0.5b-instruct") == 40
-    assert matrix.turn_cap_for("qwen2.5-coder-1.5b-instruct") == 10
+    caps = {m.name: matrix.turn_cap_for(m) for m in matrix.models}
+    assert caps == {"qwen2.5-coder-0.5b-instruct": 40, "qwen2.5-coder-1.5b-instruct": 10}
 
 
 def test_expansion_one_server_per_model_for_single_model_stacks(tmp_path: Path) -> None:

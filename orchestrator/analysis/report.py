@@ -165,6 +165,10 @@ def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) 
         "n_constraint_violated": flags.count(CONSTRAINT_VIOLATED_FLAG),
         "n_cache_not_cleared": flags.count(CACHE_NOT_CLEARED_FLAG),
         "n_cache_shared": flags.count(CACHE_SHARED_FLAG),
+        # The versions that served the counted turns: more than one when a resume met a changed server binary
+        # (the config columns keep the first launch's version).
+        "stack_versions_served": " ".join(sorted({str(t["stack_version"]) for t in counted if t.get("stack_version")}))
+        or None,
     }
 
 

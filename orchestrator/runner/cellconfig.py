@@ -96,7 +96,7 @@ def cell_config(
             "generation_config": model_generation_config(model) if model else None,
             "generation_config_use": spec.sampler.model_generation_config,
         },
-        "turn_cap": matrix.turn_cap_for(cell.model.name),
+        "turn_cap": matrix.turn_cap_for(cell.model),
         "seeds": [seed for _, seed in cell.seeds],
         "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities"}) if probe_result else None,
     }

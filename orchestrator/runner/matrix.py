@@ -173,10 +173,10 @@ class Matrix(_Strict):
     bootstrap: BootstrapSettings = BootstrapSettings()
     exclude: list[Exclude] = Field(default_factory=list)
 
-    def turn_cap_for(self, model: str) -> int:
-        """The turn cap a model's cells run under: its own override, else the matrix's."""
-        entry = next((m for m in self.models if m.name == model), None)
-        return entry.turn_cap if entry and entry.turn_cap else self.turn_cap
+    def turn_cap_for(self, model: ModelEntry) -> int:
+        """The turn cap a model's cells run under: its own override, else the matrix's. Takes the entry, not a
+        name: a served name (an Ollama tag) differs from the entry's label."""
+        return model.turn_cap or self.turn_cap
 
     @model_validator(mode="after")
     def _consistent(self) -> Matrix:

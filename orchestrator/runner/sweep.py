@@ -259,7 +259,7 @@ class Sweep:
                 suite=load_suite(suite),
                 seed_id=seed_id,
                 decoding=self.matrix.decoding,
-                turn_cap=self.matrix.turn_cap_for(config.model.name),
+                turn_cap=self.matrix.turn_cap_for(cell.model),
                 loop_repeats=self.matrix.loop_repeats,
                 request_timeout_s=self.matrix.timeouts.request_s,
                 max_attempts=self.matrix.retries.max_attempts,
