@@ -3,6 +3,7 @@ focused cases per family: what each reads, what is prose or code, and what is a 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,7 @@ CASES_FILE = Path(__file__).parent / "data" / "call_formats" / "cases.yaml"
 
 
 def _load_cases() -> list[dict[str, Any]]:
-    if not CASES_FILE.exists():
-        return []
     return list(yaml.safe_load(CASES_FILE.read_text(encoding="utf-8"))["cases"])
-
-
-CASES = _load_cases()
 
 
 def _pairs(parse: TextCallParse) -> list[tuple[str, Any]]:
@@ -31,25 +27,42 @@ def _expected(case: dict[str, Any]) -> list[tuple[str, Any]]:
     return [(call["name"], call["arguments"]) for call in case.get("expected") or []]
 
 
-# Cases where this harness deliberately reads the text differently from the stack the case comes from.
-DISAGREEMENTS = {
+# Cases this harness deliberately reads otherwise than the stack they come from: why, and how they read here.
+# The table keeps the stack's own expectation; the tests check this reading, and that it really differs.
+DISAGREEMENTS: dict[str, tuple[str, dict[str, Any]]] = {
     "vllm-llama3-missing-arguments": (
         "a JSON object with a call's name and no arguments key is a call with no arguments here (the json "
         "family's shapes are kept as they were; a tool without parameters is called so); vLLM's llama3_json "
-        "returns it as content"
+        "returns it as content",
+        {"kind": "call", "expected": [{"name": "toolWithoutParams", "arguments": {}}]},
     ),
     "vllm-minimax-m2-untyped-number": (
         "with no schema type (no tools passed) an XML value that parses as JSON becomes that JSON value here "
-        "(5, not '5'); vLLM keeps every untyped value a string"
+        "(5, not '5'), as the issue asks; vLLM keeps every untyped value a string",
+        {"expected": [{"name": "get_weather", "arguments": {"city": "Seattle", "days": 5}}]},
     ),
 }
 
 
-@pytest.mark.skipif(not CASES, reason="tests/data/call_formats/cases.yaml is not there yet")
+def as_read_here(case: dict[str, Any]) -> dict[str, Any]:
+    """The case with this harness's deliberate reading where it differs from the stack's."""
+    return {**case, **DISAGREEMENTS[case["id"]][1]} if case["id"] in DISAGREEMENTS else case
+
+
+STACK_CASES = _load_cases()
+CASES = [as_read_here(case) for case in STACK_CASES]
+
+
+def test_the_case_table_is_there_and_every_disagreement_is_real() -> None:
+    assert len(STACK_CASES) >= 80
+    by_id = {case["id"]: case for case in STACK_CASES}
+    for case_id, (_, reading) in DISAGREEMENTS.items():
+        stack = by_id[case_id]
+        assert any(stack.get(key) != value for key, value in reading.items()), case_id
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
-def test_stack_case(case: dict[str, Any], request: pytest.FixtureRequest) -> None:
-    if case["id"] in DISAGREEMENTS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=DISAGREEMENTS[case["id"]]))
+def test_stack_case(case: dict[str, Any]) -> None:
     tools = case.get("tools")
     parse = extract_text_calls(case["text"], tools=tools)
     if case["kind"] == "call":
@@ -273,6 +286,7 @@ MALFORMED = [
     ("pythonic", "[foo(x=1])]"),
     ("pythonic", "[get_weather(city=)]"),
     ("pythonic", "[get_weather(city=some_variable)]"),
+    ("pythonic", "[get_weather('SF')]"),  # positional arguments to an offered tool: a call, malformed
     ("pythonic", "<|python_start|>get_weather(city=<|python_end|>"),
     ("qwen3_xml", "<function=get_weather>\n<parameter=city>\nSF"),
     ("qwen3_xml", "<tool_call>\n<function=get_weather>\n<parameter=city>\nSF\n</parameter>\n"),
@@ -326,6 +340,10 @@ NOT_ATTEMPTS = [
     "<think>[TOOL_CALLS]f{}</think>I will not call anything.",
     "x = [get_weather(city='SF')]",
     "The tokens [TOOL_CALLS and <tool_call are special.",
+    'The data:\n```json\n[{"user": {"name": "Bob"}}]\n```\nOne user.',
+    '[{"api-1": {"status": "running"}}]',  # one-key objects naming no offered tool: data
+    "As shown in:\n[Smith(2020), Jones(2021)]",  # positional arguments only: a citation
+    ">>> [get_weather(city='SF')]\n['sunny']",  # a Python prompt and what it printed
 ]
 
 
@@ -373,6 +391,30 @@ def test_xml_values_are_typed_by_the_schema(parameter: str, value: str, expected
 def test_without_tools_json_looking_xml_values_become_json() -> None:
     parse = extract_text_calls(_qwen("days", "3") + _qwen("city", "SF"))
     assert [call.arguments for call in parse.calls] == [{"days": 3}, {"city": "SF"}]
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    ['<invoke name="a">', "[TOOL_CALLS]", "functools[", "<|START_ACTION|>", "<tool_call>", "</think>", "<|tool_call|>"],
+)
+def test_a_json_call_quoting_another_formats_markers_stays_json(quoted: str) -> None:
+    text = json.dumps({"name": "write_file", "arguments": {"content": f"x {quoted} y"}})
+    parse = extract_text_calls(text)
+    assert (parse.call_format, parse.ok) == ("json", True), parse.failure
+    assert _pairs(parse) == [("write_file", {"content": f"x {quoted} y"})]
+
+
+@pytest.mark.parametrize(
+    ("family", "text"),
+    [
+        ("functionary", '<function=a>{"a": "[TOOL_CALLS]"}</function>'),  # found by the property test
+        ("qwen3_xml", '<function=a>\n<parameter=b>\nsee <invoke name="x"> and [TOOL_CALLS]\n</parameter>\n</function>'),
+        ("glm_xml", "<tool_call>f\n<arg_key>a</arg_key><arg_value>Action: ```json\n[1]\n```</arg_value></tool_call>"),
+    ],
+)
+def test_a_call_quoting_an_earlier_formats_marker_is_read_in_its_own(family: str, text: str) -> None:
+    parse = extract_text_calls(text)
+    assert (parse.call_format, parse.ok) == (family, True), parse.failure
 
 
 def test_a_mistral_call_quoting_xml_stays_mistral() -> None:

@@ -19,7 +19,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from rich.console import Console
@@ -34,40 +33,21 @@ from orchestrator.runner.provenance import run_stacks
 from orchestrator.runner.store import RunStore
 from orchestrator.serving.registry import REPO_ROOT, load_stack
 from tests import bodies as b
+from tests.conftest import V1_CPU_RUN
 from tests.fakes.scripted import Reply, chat_reply
 from tests.test_agent_integrity import run as run_agent
-from tests.test_call_formats import DISAGREEMENTS
+from tests.test_call_formats import CASES
 from tests.test_cli_core import run as run_cli
 from tests.test_cli_core import write_jsonl
 
-CASES_FILE = REPO_ROOT / "tests" / "data" / "call_formats" / "cases.yaml"
-OLD_RUN = REPO_ROOT / "tests" / "fixtures" / "runs" / "20261202T154426Z-cpu-9c81b1"
+OLD_RUN = V1_CPU_RUN
 JSON_CALL = '{"name": "pod_status", "arguments": {"name": "api-1"}}'
 PYTHONIC_CALL = '[pod_status(name="api-1")]'
 
 
-def load_cases() -> list[dict[str, Any]]:
-    if not CASES_FILE.is_file():
-        return []
-    return list(yaml.safe_load(CASES_FILE.read_text())["cases"])
-
-
-CASES = load_cases()
-
-
-def by_kind(kind: str, *, disagreeing: bool = True) -> list[Any]:
-    """Cases of one kind. A case where the recognisers deliberately read the text otherwise than the stack it comes
-    from (tests/test_call_formats.py DISAGREEMENTS) is a strict xfail (`disagreeing`): it fails the day they agree."""
-    return [
-        pytest.param(case, id=str(case["id"]), marks=_disagreement(case) if disagreeing else ())
-        for case in CASES
-        if case["kind"] == kind
-    ]
-
-
-def _disagreement(case: dict[str, Any]) -> tuple[Any, ...]:
-    reason = DISAGREEMENTS.get(case["id"])
-    return (pytest.mark.xfail(strict=True, reason=reason),) if reason else ()
+def by_kind(kind: str) -> list[Any]:
+    """Cases of one kind, as this harness reads them (tests/test_call_formats.py `as_read_here`)."""
+    return [pytest.param(case, id=str(case["id"])) for case in CASES if case["kind"] == kind]
 
 
 def schema_of(value: Any) -> dict[str, Any]:
@@ -126,7 +106,7 @@ def native(text: str, *, tools: list[dict[str, Any]], call_format: str = "auto",
 
 
 def test_the_case_table_covers_every_format_and_kind() -> None:
-    assert CASES, f"{CASES_FILE} is missing or empty"
+    assert CASES, "the case table is empty"
     assert {case["format"] for case in CASES if case["kind"] == "call"} == set(FORMATS)  # each family, no other
     assert {case["kind"] for case in CASES} == {"call", "prose", "malformed"}
     assert JSON_FORMAT in FORMATS  # what the hint prompts ask for, by the name the recognisers use
@@ -148,16 +128,15 @@ def test_native_prose_stays_prose(case: dict[str, Any]) -> None:
     assert (verdict.outcome, verdict.call_format, verdict.text_calls) == (Outcome.NO_CALL_PROSE, None, [])
 
 
-@pytest.mark.parametrize("case", by_kind("malformed", disagreeing=False))
+@pytest.mark.parametrize("case", by_kind("malformed"))
 def test_native_a_malformed_attempt_is_unparseable_never_prose(case: dict[str, Any]) -> None:
     verdict = native(case["text"], tools=list(case.get("tools") or []))
     assert verdict.outcome is Outcome.UNPARSEABLE_TEXT
     assert verdict.detail is not None and verdict.detail.startswith("parse:")
-    if case["id"] not in DISAGREEMENTS:  # (one the recognisers read as a call is the stack's parse loss all the same)
-        assert verdict.detail != "parse:call_in_text" and not verdict.text_call_recoverable
+    assert verdict.detail != "parse:call_in_text" and not verdict.text_call_recoverable
 
 
-@pytest.mark.parametrize("case", by_kind("call", disagreeing=False))
+@pytest.mark.parametrize("case", by_kind("call"))
 def test_naming_the_cases_format_reads_it_as_auto_does(case: dict[str, Any]) -> None:
     tools = list(case.get("tools") or [])
     named = native(case["text"], tools=tools, call_format=case["format"])
@@ -166,7 +145,7 @@ def test_naming_the_cases_format_reads_it_as_auto_does(case: dict[str, Any]) -> 
 
 
 def test_the_cli_reads_every_case_in_text_tools_mode(tmp_path: Path) -> None:
-    assert CASES, f"{CASES_FILE} is missing or empty"
+    assert CASES, "the case table is empty"
     exchanges = [
         {
             "id": case["id"],
@@ -183,7 +162,7 @@ def test_the_cli_reads_every_case_in_text_tools_mode(tmp_path: Path) -> None:
     rows = {row["id"]: row for row in map(json.loads, result.stdout.splitlines())}
     assert len(rows) == len(CASES)
     wrong = []
-    for case in (case for case in CASES if case["id"] not in DISAGREEMENTS):
+    for case in CASES:
         row = rows[case["id"]]
         want = {"call": "valid_call", "prose": "no_call_prose", "malformed": "unparseable_text"}[case["kind"]]
         format_ok = case["kind"] != "call" or row["call_format"] == case["format"]
@@ -286,7 +265,7 @@ def test_reclassifying_the_old_run_recomputes_formats_and_changes_no_json_label(
     changed = [
         (new["cell_id"], new["turn"], old["outcome"], new["outcome"], new["call_format"])
         for old, new in zip(stored, again, strict=True)
-        if old["outcome"] != new["outcome"]
+        if (old["outcome"], old["detail"]) != (new["outcome"], new["detail"])
     ]
     assert [c for c in changed if c[4] in (None, JSON_FORMAT)] == []
     assert changed == []  # no turn of this run was written in a format the old JSON scanner missed
@@ -300,9 +279,8 @@ def test_the_old_runs_long_table_keeps_its_columns_and_adds_the_format_columns(o
     committed = pd.read_csv(OLD_RUN / "report" / "cells_long.csv").set_index("cell_id")
     live = long_table(old_run).set_index("cell_id")
     again = long_table(old_run, do_reclassify=True).set_index("cell_id")
-    for column in ("n_valid", "n_eligible_turns", "n_rejected", "n_non_response", "n_unparseable", "text"):
-        if column in committed:
-            assert again[column].tolist() == committed.loc[again.index, column].tolist(), column
+    for column in ("n_valid", "n_eligible_turns", "n_rejected", "n_non_response", "pooled", "text"):
+        pd.testing.assert_series_equal(again[column], committed.loc[again.index, column], check_dtype=False)
     assert live["call_formats"].isna().all()  # no record of this run says its format: none is invented
     assert again.loc[again["tools_mode"] == "native", "n_format_off_request"].isna().all()
     hinted = again[again["tools_mode"] != "native"]

@@ -137,6 +137,27 @@ def test_unclosed_tags_alone_and_repeated(tag: str) -> None:
     _check(extract_text_calls(tag * (1_000_000 // len(tag))))
 
 
+@pytest.mark.parametrize("tag", ["<invoke ", "<steptml:invoke ", "<｜DSML｜function_calls><｜DSML｜invoke "])
+def test_a_long_tag_header_without_attributes_is_read_once(tag: str) -> None:
+    # The attribute regex once restarted at every character of a name run: 100k characters took ~30 s.
+    _check(extract_text_calls(tag + "a" * TEN_MB + ">"))
+    _check(extract_text_calls(tag + "a-" * (TEN_MB // 2) + '="x">'))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<|tool_call>call:f{a:" + "[" * DEPTH + "]" * DEPTH + "}<tool_call|>",
+        '{"name": "f", "arguments": {"a": ' + "[" * 300 + "]" * 300 + "}}",
+    ],
+    ids=["gemma4", "json"],
+)
+def test_arguments_nested_too_deep_to_record_fail(text: str) -> None:
+    parse = extract_text_calls(text)
+    assert parse.failure is not None and parse.failure.endswith("_too_deep")
+    assert parse.calls == []
+
+
 def test_many_valid_calls_are_bounded() -> None:
     parse = extract_text_calls('[TOOL_CALLS]f{"a": 1}' * (MAX_CALLS + 10))
     assert parse.attempted

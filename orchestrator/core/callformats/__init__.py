@@ -1,7 +1,11 @@
 """Recognisers of tool calls written as text, one per call format, and the fixed order `auto` tries them in.
 
-`auto` asks each recogniser in `FORMATS` order and keeps the first that claims the text (an attempt, parsed
-or not), so a text is claimed by one family only, and its name is recorded (`TextCallParse.call_format`).
+`auto` asks each recogniser in `FORMATS` order and keeps the first that reads calls from the text, or, when
+none does, the first that claims it (a failed attempt), so a text is claimed by one family only, and its name
+is recorded (`TextCallParse.call_format`). A failed claim does not end the search: an earlier family's marker
+may sit inside a later family's argument string (``<function=write>{"text": "[TOOL_CALLS]"}</function>``).
+A text that is one JSON value as a whole is the `json` family's alone: any other family's marker in it sits
+inside a string (a JSON call writing a file that quotes ``<invoke …>``, ``[TOOL_CALLS]`` or ``</think>``).
 The order goes from the most specific markers to the most permissive reading:
 
 1. special tokens, which never occur in prose: harmony, then Step-3 and DeepSeek DSML (whose calls sit
@@ -80,20 +84,27 @@ _BY_NAME: dict[str, Recogniser] = {recogniser.name: recogniser for recogniser in
 def recognise(
     content: str | None, *, tools: Sequence[Mapping[str, Any]] | None = None, call_format: str = AUTO
 ) -> TextCallParse:
-    """The calls written in `content` by the named format, or by the first format in `FORMATS` that claims it."""
+    """The calls written in `content` by the named format, or by the first format in `FORMATS` that reads calls
+    from it (failing that, the first that claims it)."""
     if call_format != AUTO and call_format not in _BY_NAME:
         known = ", ".join((AUTO, *FORMATS))
         raise ValueError(f"unknown call format {call_format!r}; known: {known}")
-    if not content or not content.strip():
+    if not isinstance(content, str) or not content.strip():
         return NOT_ATTEMPTED
-    content = strip_reasoning(content)
     context = context_of(tools)
-    candidates = RECOGNISERS if call_format == AUTO else (_BY_NAME[call_format],)
+    if call_format == AUTO and jsonshapes.is_one_value(content):
+        candidates: tuple[Recogniser, ...] = (_BY_NAME[jsonshapes.FAMILY],)  # markers, `</think>`: in strings
+    else:
+        content = strip_reasoning(content)
+        candidates = RECOGNISERS if call_format == AUTO else (_BY_NAME[call_format],)
+    first_failure: TextCallParse | None = None
     for recogniser in candidates:
         result = recogniser(content, context)
-        if result.attempted:
+        if result.ok:
             return replace(result, call_format=recogniser.name)
-    return NOT_ATTEMPTED
+        if result.attempted and first_failure is None:
+            first_failure = replace(result, call_format=recogniser.name)
+    return first_failure or NOT_ATTEMPTED
 
 
 __all__ = [

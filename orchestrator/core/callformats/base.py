@@ -42,6 +42,25 @@ NOT_ATTEMPTED = TextCallParse()
 MAX_CALLS = 4096
 
 
+# Deeper arguments than this are degenerate output too (`parse:<family>_too_deep`): a turn record serialises
+# at most ~250 levels (pydantic), and Gemma 4's reader nests without limit.
+MAX_DEPTH = 200
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether `value` nests objects or lists more than `limit` levels deep (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 class TooManyCalls(Exception):
     """An answer holds more than MAX_CALLS calls; caught by `Recogniser`."""
 
@@ -184,4 +203,6 @@ class Recogniser:
             bounded(result.calls)
         except TooManyCalls:
             return failed(self.name, "too_many_calls")
+        if any(too_deep(call.arguments) for call in result.calls):
+            return failed(self.name, "too_deep")
         return result

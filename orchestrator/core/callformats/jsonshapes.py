@@ -4,9 +4,10 @@ Accepted shapes (bare, inside a fenced code block, or inside ``<tool_call>...</t
 several, alone or in a list, optionally after Llama 3's ``<|python_tag|>``):
 ``{"name", "arguments"|"parameters"|"args"}``, ``{"function": {"name", "arguments"}}``,
 ``{"function": "NAME", "arguments"}``, ``{"tool", "args"|"arguments"}``, ``{"tool_call": {...}}``,
-``{"tool_calls": [...]}``, and a list of one-key objects ``[{"NAME": {...arguments}}]`` when it is the whole
-answer (or a whole fence or tag body) or every key names an offered tool. ``arguments`` may be an object
-or a JSON string.
+``{"tool_calls": [...]}``, and a list of one-key objects ``[{"NAME": {...arguments}}]`` when every key names an
+offered tool or, with no tools known, when it is the whole answer (or the body of a tag, or of a fence that is
+the whole answer): such a list is also how JSON data is written. ``arguments`` may be an object or a JSON
+string.
 
 A call *attempt* needs structure, not vocabulary: prose that merely says "function" or "tool_call" is not
 an attempt. Malformed or truncated JSON that opens with a call key, or any ``<tool_call>`` block, is an
@@ -92,7 +93,8 @@ def calls_from_value(value: Any) -> list[ParsedCall]:
 
 
 def _keyed_calls(value: Any, context: Context, *, whole: bool) -> list[ParsedCall]:
-    """``[{"NAME": {...}}, ...]``: calls when the list is the whole region or names only offered tools."""
+    """``[{"NAME": {...}}, ...]``: calls when the list names only offered tools, or (no tools known) when it
+    is the whole answer (`whole`); otherwise it is data, e.g. ``[{"api-1": {"status": "running"}}]``."""
     if not isinstance(value, list) or not value:
         raise NotACall
     calls: list[ParsedCall] = []
@@ -100,7 +102,7 @@ def _keyed_calls(value: Any, context: Context, *, whole: bool) -> list[ParsedCal
         if not (isinstance(item, dict) and len(item) == 1):
             raise NotACall
         ((name, arguments),) = item.items()
-        if not isinstance(arguments, dict) or not (whole or context.offers(name)):
+        if not isinstance(arguments, dict) or not (context.offers(name) if context.properties else whole):
             raise NotACall
         calls.append(ParsedCall(name=name, arguments=arguments))
     return calls
@@ -113,8 +115,9 @@ def _any_calls(value: Any, context: Context, *, whole: bool) -> list[ParsedCall]
         return _keyed_calls(value, context, whole=whole)
 
 
-def _parse_segment(segment: str, context: Context, *, tagged: bool) -> TextCallParse:
-    """Parse one candidate region (a tag body, a fence body, or the whole text)."""
+def _parse_segment(segment: str, context: Context, *, tagged: bool, whole: bool = True) -> TextCallParse:
+    """Parse one candidate region (a tag body, a fence body, or the whole text; `whole`: nothing else is
+    written around it)."""
     text = segment.strip()
     if not tagged and not _JSON_START.search(text):
         return NOT_ATTEMPTED  # every call shape holds an object with a key: `{"` (or `[{`)
@@ -123,7 +126,7 @@ def _parse_segment(segment: str, context: Context, *, tagged: bool) -> TextCallP
     except BadJSON:
         return _scan_embedded(text, context, tagged=tagged)
     try:
-        calls = _any_calls(value, context, whole=True)
+        calls = _any_calls(value, context, whole=whole)
     except ArgumentsNotJSON:
         return TextCallParse(attempted=True, failure="parse:arguments_not_json")
     except NotACall:
@@ -187,17 +190,33 @@ def _tag_parts(text: str, context: Context) -> list[TextCallParse]:
     return parts
 
 
+def is_one_value(content: str) -> bool:
+    """Whether the whole text is one JSON object or list: then every marker in it sits inside a string (a call
+    whose arguments quote ``<tool_call>``, ``[TOOL_CALLS]`` or ``<invoke …>`` is still this family's)."""
+    text = content.strip()
+    if not text.startswith(("{", "[")):
+        return False
+    try:
+        loads(text)
+    except BadJSON:
+        return False
+    return True
+
+
 def parse(content: str, context: Context) -> TextCallParse:
     """Every JSON call written in `content`, whether a call attempt failed, or nothing (prose)."""
     if not content.strip():
         return NOT_ATTEMPTED
+    if is_one_value(content):
+        return _parse_segment(content, context, tagged=False)
     if "<tool_call>" in content:
         return _merge(_tag_parts(content, context))
     parts: list[TextCallParse] = []
     found = list(fences(content))
+    lone = len(found) == 1 and not (content[: found[0].start] + content[found[0].end :]).strip()
     for fence in found:
         if fence.lang in _CALL_FENCE_LANGS:
-            parts.append(_parse_segment(fence.body, context, tagged=False))
+            parts.append(_parse_segment(fence.body, context, tagged=False, whole=lone))
             if parts[-1].failure:
                 break
     merged = _merge(parts)

@@ -9,9 +9,10 @@ Where (as vLLM's ``pythonic`` / ``llama4_pythonic`` / ``lfm2``, llama.cpp and SG
 
 Inside tokens or a tool_code block the body is an attempt (a JSON body there is left to the `json` family);
 one that is not valid Python is read again after repairing what LFM2 writes (raw newlines and unescaped
-quotes inside strings, zero-padded integers), as vLLM does. Bare, only a list whose every element is a call
-is one; a syntax error counts as an attempt only when it opens like a call with a keyword argument
-(``[foo(x=…``). Arguments must be keywords with literal values (read by walking `ast` nodes, never
+quotes inside strings, zero-padded integers), as vLLM does. Bare, only a list whose every element is a call,
+at least one of them with keyword arguments, none, or an offered tool's name, is one (``[Smith(2020)]`` is a
+citation, as vLLM's regex has it); a syntax error counts as an attempt only when it opens like a call with a
+keyword argument (``[foo(x=…``). Arguments must be keywords with literal values (read by walking `ast` nodes, never
 evaluated); a call with a positional or computed argument is dropped when a sibling converts (vLLM keeps the
 good calls) and fails the answer when none does. Code in a fenced block of another language
 (```` ```python ````) is never read.
@@ -183,7 +184,7 @@ def _wrapped_regions(text: str) -> list[str]:
     return [region for region in regions if not region.lstrip().startswith(("{", "[{", "[ {", "[\n{"))]
 
 
-def _bare_candidate(text: str, start: int) -> tuple[list[ParsedCall] | None, int | None]:
+def _bare_candidate(text: str, start: int, context: Context) -> tuple[list[ParsedCall] | None, int | None]:
     """Calls of the bracketed list at `start` (None: not a call attempt) and where it ends (None: never)."""
     end = bracket_end(text, start, start + MAX_SOURCE + 1)
     attempt = bool(_KEYWORD_START.match(text, start))
@@ -206,6 +207,9 @@ def _bare_candidate(text: str, start: int) -> tuple[list[ParsedCall] | None, int
     body = tree.body if isinstance(tree, ast.Expression) else None
     if not isinstance(body, ast.List) or not body.elts or not all(isinstance(e, ast.Call) for e in body.elts):
         return None, end
+    elements = [e for e in body.elts if isinstance(e, ast.Call)]
+    if not any(e.keywords or not e.args or context.offers(_dotted(e.func) or "") for e in elements):
+        return None, end  # positional arguments only, to no offered tool: a citation or an expression
     return _guarded(body), end
 
 
@@ -218,14 +222,16 @@ def _guarded(node: ast.expr) -> list[ParsedCall]:
 
 def _stands_alone(text: str, start: int) -> bool:
     """A bare list opens a line, or follows a sentence ("I will check. [get_weather(…)]"), never an expression
-    (``x = [f(a=1)]``, ``y[f(a=1)]``)."""
+    (``x = [f(a=1)]``, ``y[f(a=1)]``) or a Python prompt (``>>> [f(a=1)]``)."""
     index = start - 1
     while index >= 0 and text[index] in " \t":
         index -= 1
+    if index >= 2 and text[index - 2 : index + 1] == ">>>":
+        return False
     return index < 0 or text[index] in "\n.:!?>"
 
 
-def _bare_calls(text: str) -> list[ParsedCall]:
+def _bare_calls(text: str, context: Context) -> list[ParsedCall]:
     source = mask_fences(text.replace(PYTHON_TAG, "\n"), _CALL_FENCES, "\n")
     calls: list[ParsedCall] = []
     position, candidates = 0, 0
@@ -234,7 +240,7 @@ def _bare_calls(text: str) -> list[ParsedCall]:
             position = match.start() + 1
             continue
         candidates += 1
-        found_calls, end = _bare_candidate(source, match.start())
+        found_calls, end = _bare_candidate(source, match.start(), context)
         if end is None:
             break  # never closes: nothing after it stands alone
         bounded(calls).extend(found_calls or [])
@@ -248,7 +254,7 @@ def parse(text: str, context: Context) -> TextCallParse:
         regions = _wrapped_regions(text)
         if regions:
             return found(FAMILY, [call for region in regions for call in _wrapped_calls(region)])
-        calls = _bare_calls(text)
+        calls = _bare_calls(text, context)
     except _Bad as exc:
         return failed(FAMILY, str(exc))
     return found(FAMILY, calls) if calls else NOT_ATTEMPTED
