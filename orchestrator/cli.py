@@ -16,7 +16,7 @@ from rich.table import Table
 
 from orchestrator.analysis.views import probe_view, stats_view, wide_view
 from orchestrator.core.cell import PRIMARY_AXES, CellKey
-from orchestrator.core.classify import classify
+from orchestrator.core.classify import AUTO_FORMAT, check_call_format, classify
 from orchestrator.core.jsonl import InputError, read_jsonl
 from orchestrator.core.stats import BootstrapSettings, cell_table
 from orchestrator.core.types import ToolsMode, TransportError
@@ -44,6 +44,7 @@ class Exchange(BaseModel):
     http_status: int | None
     body: Any = None
     error: TransportError | None = None
+    call_format: str = AUTO_FORMAT  # how text calls are read: auto or one recogniser (core/textcalls.py)
 
 
 class TurnOutcomeRow(BaseModel):
@@ -69,6 +70,8 @@ _CLASSIFY_FIELDS = {
     "parse_path",
     "calls",
     "text_call_recoverable",
+    "call_format",
+    "text_calls",
     "retryable",
     "finish_reason",
     "flags",
@@ -86,6 +89,10 @@ def classify_command(
                 spec = load_stack(exchange.stack)
             except UnknownStackError as exc:
                 raise InputError(f"{exchanges}:{number}: field 'stack': {exc}") from exc
+            try:
+                check_call_format(exchange.call_format)
+            except ValueError as exc:
+                raise InputError(f"{exchanges}:{number}: field 'call_format': {exc}") from exc
             verdict = classify(
                 **spec.signatures(),
                 mode=exchange.mode,
@@ -93,6 +100,7 @@ def classify_command(
                 http_status=exchange.http_status,
                 body=exchange.body,
                 transport_error=exchange.error,
+                call_format=exchange.call_format,
             )
             row = {"id": exchange.id, **verdict.model_dump(mode="json", include=_CLASSIFY_FIELDS)}
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")

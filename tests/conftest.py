@@ -4,12 +4,26 @@ in CI (CI=true) a missing one fails loudly; elsewhere the test is skipped with t
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 REPLAY_DIR = Path(__file__).resolve().parent / "replay"
+REPO = Path(__file__).resolve().parent.parent
+# The first committed CPU example (schema version 1), kept as a fixture when the v2 rerun replaced it.
+V1_CPU_RUN = REPO / "tests" / "fixtures" / "runs" / "20261202T154426Z-cpu-9c81b1"
+
+
+def committed_runs() -> list[Path]:
+    """Run directories committed under results/examples (git-tracked only: a run in progress here is not one)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "results/examples/*/manifest.json"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return sorted(REPO / Path(line).parent for line in listed.stdout.splitlines())
+
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

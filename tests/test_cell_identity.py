@@ -11,11 +11,12 @@ from orchestrator.core.cell import LATER_AXES, CellKey
 from orchestrator.core.types import ToolsMode
 from orchestrator.runner.matrix import expand, load_matrix
 from orchestrator.serving.registry import REPO_ROOT
+from tests.conftest import V1_CPU_RUN, committed_runs
 
 # Every committed run of matrices/cpu.yaml: the first example (schema 1, now a fixture) and the current one.
 CPU_RUNS = [
-    REPO_ROOT / "tests" / "fixtures" / "runs" / "20261202T154426Z-cpu-9c81b1",
-    *sorted((REPO_ROOT / "results" / "examples").glob("*Z-cpu-*")),
+    V1_CPU_RUN,
+    *(run for run in committed_runs() if json.loads((run / "manifest.json").read_text())["matrix"]["name"] == "cpu"),
 ]
 
 

@@ -251,7 +251,7 @@ CASES: list[tuple[str, str, str, int | None, Any, Outcome, str | None]] = [
         200,
         b.openai_reply(TRUNCATED_CALL),
         Outcome.UNPARSEABLE_TEXT,
-        "parse:call_in_text",
+        "parse:malformed_json",  # the recogniser's own detail
     ),
     ("text-tools-bare", "llamacpp", "text-tools", 200, b.openai_reply(BARE_CALL), Outcome.VALID_CALL, None),
     (

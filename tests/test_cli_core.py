@@ -130,6 +130,31 @@ def test_classify_missing_field_and_unknown_stack(tmp_path: Path) -> None:
     assert result.returncode == 2 and "did you mean 'vllm'" in result.stderr
 
 
+def test_classify_names_the_call_format_and_takes_one_per_exchange(tmp_path: Path) -> None:
+    pythonic = b.openai_reply('[pod_status(name="api-1")]')
+    exchanges = [
+        {"id": "auto", "stack": "vllm", "mode": "native", "tools": b.TOOLS, "http_status": 200, "body": pythonic},
+        {"id": "json-only", "call_format": "json", "stack": "vllm", "mode": "text-tools", "tools": b.TOOLS}
+        | {"http_status": 200, "body": pythonic},
+    ]
+    result = run("classify", str(write_jsonl(tmp_path / "f.jsonl", exchanges)))
+    assert result.returncode == 0, result.stderr
+    rows = {r["id"]: r for r in map(json.loads, result.stdout.splitlines())}
+    auto = rows["auto"]
+    assert (auto["outcome"], auto["detail"], auto["call_format"], auto["calls"]) == (
+        "unparseable_text",
+        "parse:call_in_text",
+        "pythonic",
+        [],
+    )
+    assert auto["text_calls"] == [{"name": "pod_status", "arguments": {"name": "api-1"}, "id": None}]
+    assert (rows["json-only"]["outcome"], rows["json-only"]["call_format"]) == ("no_call_prose", None)
+    bad = write_jsonl(tmp_path / "b.jsonl", [{**exchanges[0], "call_format": "yaml"}])
+    result = run("classify", str(bad))
+    assert result.returncode == 2 and f"{bad}:1: field 'call_format'" in result.stderr
+    assert "unknown call format 'yaml'" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_unreadable_file_is_one_clear_error(tmp_path: Path) -> None:
     result = run("stats", str(tmp_path / "nope.jsonl"))
     assert result.returncode == 2 and "nope.jsonl" in result.stderr and "Traceback" not in result.stderr
@@ -200,9 +225,10 @@ def test_a_run_started_in_the_background_still_stops_on_sigint() -> None:
     # `cmd &` in a non-interactive shell starts Python with SIGINT ignored; the CLI must undo that.
     code = (
         "import signal; from orchestrator.serving.launchers import install_termination_handler;"
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN);"
         "install_termination_handler(); print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     )
     out = subprocess.run(
         ["bash", "-c", f'{sys.executable} -c "{code}" & wait'], capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == "True"
+    assert out.stdout.split() == ["True", "True"], "SIGINT was ignored before, and is Ctrl-C's after"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner.cellconfig import cell_config
+from orchestrator.core.textcalls import FORMATS
+from orchestrator.runner.cellconfig import cell_config, config_sha256
 from orchestrator.runner.matrix import MatrixError, expand, load_matrix
 from orchestrator.serving.registry import REPO_ROOT
 
@@ -60,7 +61,8 @@ def test_a_model_turn_cap_overrides_the_matrix_cap_and_is_recorded_per_cell(tmp_
         ).replace("models:\n", "models:\n  - name: other\n    sources: {llamacpp: {asset: smollm2-135m-instruct}}\n")
     )
     matrix, _ = load_matrix(path)
-    assert (matrix.turn_cap_for("m"), matrix.turn_cap_for("other")) == (2, 4)
+    entries = {m.name: m for m in matrix.models}
+    assert (matrix.turn_cap_for(entries["m"]), matrix.turn_cap_for(entries["other"])) == (2, 4)
     caps = {
         cell.model.name: cell_config(matrix, cell, None, None, None)["turn_cap"]
         for plan in expand(matrix)
@@ -72,8 +74,8 @@ def test_a_model_turn_cap_overrides_the_matrix_cap_and_is_recorded_per_cell(tmp_
 def test_paper_cpu_matrix_keeps_the_papers_cap_where_it_can() -> None:
     matrix, _ = load_matrix(REPO_ROOT / "matrices" / "paper-cpu.yaml")
     assert (matrix.decoding.temperature, matrix.decoding.top_p, matrix.turn_cap) == (1.0, 1.0, 40)
-    assert matrix.turn_cap_for("qwen2.5-coder-0.5b-instruct") == 40
-    assert matrix.turn_cap_for("qwen2.5-coder-1.5b-instruct") == 10
+    caps = {m.name: matrix.turn_cap_for(m) for m in matrix.models}
+    assert caps == {"qwen2.5-coder-0.5b-instruct": 40, "qwen2.5-coder-1.5b-instruct": 10}
 
 
 def test_expansion_one_server_per_model_for_single_model_stacks(tmp_path: Path) -> None:
@@ -161,3 +163,61 @@ def test_decoding_extra_may_not_replace_what_the_harness_sends(tmp_path: Path, e
     path.write_text(GOOD.replace("turn_cap: 4", f"turn_cap: 4\ndecoding: {{extra: {extra}}}"))
     with pytest.raises(MatrixError, match=r"decoding\.extra sets"):
         load_matrix(path)
+
+
+# A model's call format (README: Call formats): validated, recorded per cell, part of its config identity.
+
+
+def with_format(model_line: str, source_line: str = "") -> str:
+    text = GOOD.replace("  - name: m\n", f"  - name: m\n{model_line}")
+    return text.replace("      vllm: {asset: smollm2-135m-instruct}\n", source_line) if source_line else text
+
+
+def test_a_matrix_names_a_models_call_format_and_the_cell_records_it(tmp_path: Path) -> None:
+    assert {"pythonic", "qwen3_xml"} <= set(FORMATS)
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        with_format(
+            "    call_format: pythonic\n", "      vllm: {asset: smollm2-135m-instruct, call_format: qwen3_xml}\n"
+        )
+    )
+    matrix, _ = load_matrix(path)
+    configs = {cell.cell_id: cell_config(matrix, cell, None, None, None) for p in expand(matrix) for cell in p.cells}
+    llama = configs["llamacpp-jinja__m__native"]
+    assert llama["call_format"] == "pythonic"
+    assert configs["vllm-default__m__text-tools"]["call_format"] == "qwen3_xml"  # the stack's source wins
+    auto = {**llama, "call_format": "auto"}
+    assert config_sha256(llama) != config_sha256(auto)  # it changes how outputs are read: part of the identity
+    old = {k: v for k, v in auto.items() if k != "call_format"}
+    assert config_sha256(old) == config_sha256(auto)  # a cell recorded before the field keeps its digest
+
+
+def test_the_default_call_format_is_auto(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(GOOD)
+    matrix, _ = load_matrix(path)
+    assert {cell.call_format for p in expand(matrix) for cell in p.cells} == {"auto"}
+
+
+@pytest.mark.parametrize(
+    ("model_line", "source_line", "field", "line"),
+    [
+        ("    call_format: yaml\n", "", "models.0.call_format", 7),
+        (
+            "",
+            "      vllm: {asset: smollm2-135m-instruct, call_format: yaml}\n",
+            "models.0.sources.vllm.call_format",
+            9,
+        ),
+    ],
+)
+def test_an_unknown_call_format_fails_the_matrix_naming_file_and_field(
+    tmp_path: Path, model_line: str, source_line: str, field: str, line: int
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(with_format(model_line, source_line))
+    with pytest.raises(MatrixError) as raised:
+        load_matrix(path)
+    text = str(raised.value)
+    assert text.startswith(f"{path}:{line}: field {field}: unknown call format 'yaml'"), text
+    assert "pythonic" in text

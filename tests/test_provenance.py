@@ -19,9 +19,9 @@ from orchestrator.runner.provenance import drift, fingerprint, run_stacks
 from orchestrator.runner.store import RunStore, StoreError, git_state
 from orchestrator.runner.sweep import DriftError, resume_run
 from orchestrator.serving.registry import REPO_ROOT
+from tests.conftest import V1_CPU_RUN, committed_runs
 
-# The first committed CPU example (schema version 1), kept as a fixture when the v2 rerun replaced it.
-EXAMPLE = REPO_ROOT / "tests" / "fixtures" / "runs" / "20261202T154426Z-cpu-9c81b1"
+EXAMPLE = V1_CPU_RUN
 
 
 @pytest.fixture
@@ -37,6 +37,21 @@ def test_the_committed_v1_example_reports_what_it_was_committed_with(example: Ru
     assert len(fresh) == len(committed) == 32
     for column in ("n_valid", "n_eligible_turns", "n_rejected", "n_non_response", "text"):
         assert fresh[column].tolist() == committed.loc[fresh.index, column].tolist(), column
+
+
+@pytest.mark.parametrize("run", committed_runs(), ids=lambda run: run.name)
+def test_every_committed_example_is_complete_and_reports_what_it_was_committed_with(run: Path) -> None:
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["finished"] or (manifest.get("resumes") and manifest["resumes"][-1].get("finished"))
+    cells = [json.loads(p.read_text()) for p in (run / "cells").glob("*.json")]
+    assert cells and {cell["status"] for cell in cells} == {"complete"}
+    store = RunStore(run)
+    committed = pd.read_csv(run / "report" / "cells_long.csv").set_index("cell_id")
+    for table in (long_table(store), long_table(store, do_reclassify=True)):
+        fresh = table.set_index("cell_id")
+        assert sorted(fresh.index) == sorted(committed.index) == sorted(cell["cell_id"] for cell in cells)
+        for column in ("n_valid", "n_eligible_turns", "n_rejected", "n_non_response", "n_distinct_sequences"):
+            assert fresh[column].tolist() == committed.loc[fresh.index, column].tolist(), (run.name, column)
 
 
 def test_reclassifying_the_example_keeps_its_outcomes(example: RunStore) -> None:

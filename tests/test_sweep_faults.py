@@ -132,9 +132,9 @@ def read_turns(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "turns.jsonl").read_text().splitlines()]
 
 
-def run_then_kill_one_seed(tmp_path: Path, binary: Path) -> tuple[Path, bytes]:
+def run_then_kill_one_seed(tmp_path: Path, binary: Path) -> tuple[Path, bytes, str]:
     """Run two cells, then make the run look killed: the text-tools cell's last seed never ended.
-    Returns the run and the complete (native) cell file's bytes."""
+    Returns the run, the complete (native) cell file's bytes and the killed seed's id."""
     done, run = run_matrix(tmp_path, TWO_CELLS.format(binary=binary))
     assert done.returncode == 0, done.stderr[-3000:]
     turns = run / "turns.jsonl"
@@ -142,11 +142,11 @@ def run_then_kill_one_seed(tmp_path: Path, binary: Path) -> tuple[Path, bytes]:
     last = max(i for i, r in enumerate(rows) if r["cell_id"].endswith("text-tools"))
     rows[last].pop("end")
     turns.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return run, (run / "cells" / COMPLETE_CELL).read_bytes()
+    return run, (run / "cells" / COMPLETE_CELL).read_bytes(), rows[last]["seed"]
 
 
 def test_resume_leaves_complete_cells_exactly_as_they_were(tmp_path: Path) -> None:
-    run, before = run_then_kill_one_seed(tmp_path, REPLAY_DIR / "ollama")
+    run, before, _ = run_then_kill_one_seed(tmp_path, REPLAY_DIR / "ollama")
     resumed = orchestrate("matrix", "--resume", str(run))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "1 seed run(s) executed" in resumed.stdout
@@ -167,21 +167,22 @@ def replay_copy(tmp_path: Path) -> Path:
 
 def test_records_of_a_resumed_seed_carry_the_version_that_served_them(tmp_path: Path) -> None:
     server = replay_copy(tmp_path)
-    run, _ = run_then_kill_one_seed(tmp_path, server)
-    killed = {r["seed"] for r in read_turns(run) if r["cell_id"] + ".json" == PARTIAL_CELL and not r.get("end")}
+    run, _, killed_seed = run_then_kill_one_seed(tmp_path, server)
     server.write_text(server.read_text().replace('VERSION = "0.30.8"', 'VERSION = "0.30.9"'))
     resumed = orchestrate("matrix", "--resume", str(run))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     partial = [r for r in read_turns(run) if r["cell_id"] + ".json" == PARTIAL_CELL]
-    versions = {(r["seed"] in killed, r["stack_version"]) for r in partial}
-    assert len(killed) == 1 and versions == {(False, "0.30.8"), (True, "0.30.9")}
+    versions = {(r["seed"] == killed_seed, r["stack_version"]) for r in partial}
+    assert versions == {(False, "0.30.8"), (True, "0.30.9")}
     cell = json.loads((run / "cells" / PARTIAL_CELL).read_text())
     assert cell["stack_version"] == "0.30.8", "the cell keeps the config of its first launch"
+    long = pd.read_csv(run / "report" / "cells_long.csv").set_index("cell_id")
+    assert long.loc[PARTIAL_CELL.removesuffix(".json"), "stack_versions_served"] == "0.30.8 0.30.9"
 
 
 def test_a_failed_start_on_resume_never_touches_complete_cells(tmp_path: Path) -> None:
     server = replay_copy(tmp_path)  # the resume will not find it
-    run, before = run_then_kill_one_seed(tmp_path, server)
+    run, before, _ = run_then_kill_one_seed(tmp_path, server)
     server.unlink()
     resumed = orchestrate("matrix", "--resume", str(run))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -190,3 +191,22 @@ def test_a_failed_start_on_resume_never_touches_complete_cells(tmp_path: Path) -
     assert partial["status"] == "launch_failed"
     assert partial["argv"] is not None, "the config of the launch that served its stored turns is kept"
     assert [launch["ok"] for launch in partial["launches"]] == [True, False]
+
+
+def test_a_models_own_turn_cap_is_what_its_seeds_run_under(tmp_path: Path) -> None:
+    # The entry's label (llama3.2) differs from the name the server is asked for (its tag): the cap must follow
+    # the entry, in the records as in the cell's config.
+    text = (
+        TWO_CELLS.format(binary=REPLAY_DIR / "ollama")
+        .replace(
+            'sources: {ollama: {tag: "llama3.2:latest"}}',
+            'sources: {ollama: {tag: "llama3.2:latest"}}\n    turn_cap: 1',
+        )
+        .replace("turn_cap: 2\n", "turn_cap: 3\n")
+    )
+    done, run = run_matrix(tmp_path, text)
+    assert done.returncode == 0, done.stderr[-3000:]
+    native = [r for r in read_turns(run) if r["cell_id"] + ".json" == COMPLETE_CELL]
+    assert native and max(r["turn"] for r in native) == 0
+    assert {r["end"] for r in native if r.get("end")} == {"turn_cap"}
+    assert json.loads((run / "cells" / COMPLETE_CELL).read_text())["turn_cap"] == 1

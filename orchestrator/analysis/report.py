@@ -4,13 +4,15 @@ every config column), a wide table (model x stack config x mode), a paper-compat
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from orchestrator.core.classify import classify, is_context_overflow
+from orchestrator.core.classify import AUTO_FORMAT, classify, is_context_overflow
+from orchestrator.core.modes import mode_of
 from orchestrator.core.replyfacts import (
     CACHE_NOT_CLEARED_FLAG,
     CACHE_SHARED_FLAG,
@@ -45,6 +47,7 @@ CONFIG_COLUMNS = [
     "quantization",
     "tools_mode",
     "hint",
+    "call_format",
     "template_sha256",
     "tools_sha256",
     "decoding",
@@ -60,8 +63,10 @@ PAPER_FIELDS = ("seed", "lo", "hi", "pooled", "n", "rej", "n_seeds")
 def reclassify(
     turns: list[dict[str, Any]], cells: dict[str, dict[str, Any]], stacks: Callable[[str], StackSpec] = load_stack
 ) -> list[dict[str, Any]]:
-    """Recompute outcome/detail/calls/flags of every stored turn from its raw answer, with the signatures of
-    `stacks` (a run's own snapshot of its stack definitions, where it kept one)."""
+    """Recompute outcome/detail/calls/flags and the text call facts (call_format, text_calls,
+    text_call_recoverable) of every stored turn from its raw answer, with the signatures of `stacks` (a run's
+    own snapshot of its stack definitions, where it kept one) and the cell's recorded call_format (auto for a
+    cell recorded before it had one)."""
     retried = _retried_attempts(turns)
     out = []
     for turn in turns:
@@ -83,6 +88,7 @@ def reclassify(
             http_status=turn.get("http_status"),
             body=turn.get("raw_body"),
             transport_error=transport,
+            call_format=cell.get("call_format") or AUTO_FORMAT,
         )
         # Flags the runner added (not read from the answer) stay as recorded.
         kept = [flag for flag in turn.get("flags") or [] if flag.split(":", 1)[0] in RUNNER_FLAG_FAMILIES]
@@ -92,6 +98,9 @@ def reclassify(
                 "outcome": verdict.outcome.value,
                 "detail": verdict.detail,
                 "calls": [c.model_dump() for c in verdict.calls],
+                "text_calls": [c.model_dump() for c in verdict.text_calls],
+                "text_call_recoverable": verdict.text_call_recoverable,
+                "call_format": verdict.call_format,
                 "finish_reason": verdict.finish_reason,
                 "flags": [*verdict.flags, *kept],
             }
@@ -156,6 +165,24 @@ def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) 
         "n_constraint_violated": flags.count(CONSTRAINT_VIOLATED_FLAG),
         "n_cache_not_cleared": flags.count(CACHE_NOT_CLEARED_FLAG),
         "n_cache_shared": flags.count(CACHE_SHARED_FLAG),
+        # The versions that served the counted turns: more than one when a resume met a changed server binary
+        # (the config columns keep the first launch's version).
+        "stack_versions_served": " ".join(sorted({str(t["stack_version"]) for t in counted if t.get("stack_version")}))
+        or None,
+    }
+
+
+def format_counts(counted: list[dict[str, Any]], tools_mode: str | None) -> dict[str, Any]:
+    """The call formats a cell's turns were written in (`call_formats`, e.g. `json:12 pythonic:3`; None when no
+    turn held a text call) and, where the prompt asks for one (hint modes: JSON), how many turns wrote another
+    (`n_format_off_request`; None in native, whose prompt asks for none). A record without `call_format` (older
+    than the field) counts as no text call."""
+    seen = Counter(t["call_format"] for t in counted if t.get("call_format"))
+    requested = mode_of(tools_mode).requested_format if tools_mode else None
+    ranked = sorted(seen.items(), key=lambda item: (-item[1], item[0]))
+    return {
+        "n_format_off_request": None if requested is None else sum(n for name, n in seen.items() if name != requested),
+        "call_formats": " ".join(f"{name}:{n}" for name, n in ranked) or None,
     }
 
 
@@ -184,12 +211,16 @@ def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
         row["cell_status"] = cell.get("status")
         row["launches"] = len(cell.get("launches") or [])
         row.update(seed_counts(all_turns, counted))
+        row.update(format_counts(counted, cell.get("tools_mode")))
         row["probe_verdict"] = (cell.get("probe") or {}).get("verdict")
         for key in ("tool_flags", "argv", "image_repo_digests", "tools_sha256", "decoding"):
             row[key] = None if row[key] is None else str(row[key])
         row["text"] = _text(row)
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    if "n_format_off_request" in frame:  # a count, undefined (not 0) in native: keep it an integer column
+        frame["n_format_off_request"] = frame["n_format_off_request"].astype("Int64")
+    return frame
 
 
 def wide_table(long: pd.DataFrame) -> pd.DataFrame:

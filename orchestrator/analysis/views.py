@@ -12,7 +12,8 @@ from rich.table import Table
 STATS_COLUMNS = ("stack", "model", "mode", "per-seed", "95% CI", "pooled", "seeds", "sequences")
 STATS_COLUMNS += ("eligible", "rej", "non-resp", "flags")
 STATS_FLAGS = ("pooled_gap", "few_seeds", "degenerate_seeds")
-PROBE_COLUMNS = ("stack", "tool config", "model", "HTTP", "native calls", "text call", "outcome", "verdict", "version")
+PROBE_COLUMNS = ("stack", "tool config", "model", "HTTP", "native calls", "text call", "format", "outcome", "verdict")
+PROBE_COLUMNS += ("version",)
 
 
 def _fmt(value: float | None) -> str:
@@ -56,6 +57,7 @@ def probe_view(results: Sequence[Any]) -> Table:
             str(r.http_status),
             str(r.n_native_calls),
             str(r.text_call),
+            r.call_format or "—",
             f"{r.outcome.value} ({r.detail})",
             r.verdict,
             r.stack_version or "—",

@@ -5,6 +5,9 @@ parser reject what the model generated (a stack's known parser-failure signature
 retried)? was it rate-limited? did it refuse (any other 4xx, or a stack's known refusal signature under
 another status; a context overflow is a refusal of its own kind)? did it return a usable message? only then:
 which calls does the active parse path see, and do they validate against the offered schemas?
+Calls written as text are read by the recognisers of core/textcalls.py (every known call format, or the one
+the cell names); every verdict says which format matched (`call_format`) and what it recovered (`text_calls`),
+in native mode too, where a text call is a parse loss and is never executed.
 A request may be retried (`retryable`) only when no model output arrived; a 2xx answer is always final.
 Every verdict carries the stack's `finish_reason` and `flags` (core/replyfacts.py).
 Never raises: every input maps to exactly one outcome.
@@ -14,12 +17,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from orchestrator.core.modes import Mode, mode_of
+from orchestrator.core.modes import JSON_FORMAT, Mode, mode_of
 from orchestrator.core.replyfacts import (
     content_text,
     finish_reason_of,
@@ -28,7 +32,14 @@ from orchestrator.core.replyfacts import (
     reasoning_text,
     reply_flags,
 )
-from orchestrator.core.textcalls import ArgumentsNotJSON, decode_arguments, extract_text_calls
+from orchestrator.core.textcalls import (
+    AUTO,
+    FORMATS,
+    ArgumentsNotJSON,
+    TextCallParse,
+    decode_arguments,
+    extract_text_calls,
+)
 from orchestrator.core.types import (
     Classification,
     ErrorInfo,
@@ -42,6 +53,38 @@ from orchestrator.core.types import (
 # The detail of a context overflow (a `refusals:` signature in stacks/*.yaml): a refusal, not a tool refusal.
 CONTEXT_OVERFLOW_DETAIL = "refused:context_overflow"
 RATE_LIMITED_DETAIL = "server:rate_limited"
+AUTO_FORMAT = AUTO  # every recogniser, in textcalls.FORMATS order
+
+
+def known_call_formats() -> tuple[str, ...]:
+    """What a cell's `call_format` may be: `auto` or one recogniser of core/textcalls.py."""
+    return (AUTO_FORMAT, *FORMATS)
+
+
+def check_call_format(name: str) -> str:
+    """`name` when it is a known call format; else a ValueError naming the known ones."""
+    if name not in known_call_formats():
+        raise ValueError(f"unknown call format {name!r} (known: {', '.join(known_call_formats())})")
+    return name
+
+
+def read_text_calls(content: str | None, *, tools: Sequence[Any], call_format: str = AUTO_FORMAT) -> TextCallParse:
+    """The calls written as text in `content`. `auto` tries every recogniser; a named format tries that one,
+    then JSON (what the hint prompts ask for and what every earlier version read), so naming a model's own
+    format never turns a JSON call that follows the prompt into prose."""
+    parse = extract_text_calls(content, tools=list(tools or ()), call_format=call_format)
+    if parse.attempted or call_format in (AUTO_FORMAT, JSON_FORMAT) or JSON_FORMAT not in FORMATS:
+        return parse
+    return extract_text_calls(content, tools=list(tools or ()), call_format=JSON_FORMAT)
+
+
+def _text_facts(parse: TextCallParse) -> dict[str, Any]:
+    """What a verdict says about the text, in every mode: the format that matched and the calls it recovered."""
+    return {
+        "call_format": parse.call_format,
+        "text_calls": list(parse.calls) if parse.ok else [],
+        "text_call_recoverable": parse.ok,
+    }
 
 
 def is_context_overflow(detail: str | None) -> bool:
@@ -162,24 +205,27 @@ def _server_calls(raw_tool_calls: Any) -> list[ParsedCall] | str:
 
 
 Verdict = Callable[..., Classification]
+Reader = Callable[[str | None], TextCallParse]
 
 
-def _parser_failure(verdict: Verdict, detail: str, status: int, body: Any) -> Classification:
+def _parser_failure(verdict: Verdict, read: Reader, detail: str, status: int, body: Any) -> Classification:
     """The stack's own parser rejected what the model generated: the model's turn, final. What the error
-    quotes of the model's output is its raw content (llama.cpp b11312 and Ollama's XML parsers quote none)."""
+    quotes of the model's output is its raw content (llama.cpp b11312 and Ollama's XML parsers quote none),
+    read by the same recognisers as an answer's content."""
     quoted = quoted_output(error_message(body))
     return verdict(
         Outcome.UNPARSEABLE_TEXT,
         detail,
         parse_path="server",
         raw_content=quoted,
-        text_call_recoverable=extract_text_calls(quoted).ok,
+        **_text_facts(read(quoted)),
         error=ErrorInfo(type=f"http_{status}", body=body),
     )
 
 
 def _http_failure(
     verdict: Verdict,
+    read: Reader,
     status: int,
     body: Any,
     refusals: Sequence[RefusalSignature],
@@ -192,7 +238,7 @@ def _http_failure(
         return None
     parser_failure = match_refusal(status, body, parser_failures)
     if parser_failure:
-        return _parser_failure(verdict, parser_failure, status, body)
+        return _parser_failure(verdict, read, parser_failure, status, body)
     error = ErrorInfo(type=f"http_{status}", body=body)
     if status == 429:
         return verdict(Outcome.NON_RESPONSE, RATE_LIMITED_DETAIL, error=error, retryable=True)
@@ -204,7 +250,7 @@ def _http_failure(
     return verdict(Outcome.NON_RESPONSE, detail, error=error, retryable=True)  # no model output arrived
 
 
-def _answer(verdict: Verdict, rules: Mode, tools: Sequence[Any], body: Any) -> Classification:
+def _answer(verdict: Verdict, read: Reader, rules: Mode, tools: Sequence[Any], body: Any) -> Classification:
     """A 2xx reply: the model's answer, final however empty."""
     if not isinstance(body, Mapping):
         return verdict(Outcome.NON_RESPONSE, "body:not_json", error=ErrorInfo(type="bad_body", body=body))
@@ -215,8 +261,8 @@ def _answer(verdict: Verdict, rules: Mode, tools: Sequence[Any], body: Any) -> C
 
     content = content_text(message.get("content"))
     raw_tool_calls = message.get("tool_calls") or None
-    base = {"raw_content": content, "raw_tool_calls": raw_tool_calls}
-    text = extract_text_calls(content)
+    text = read(content)
+    base = {"raw_content": content, "raw_tool_calls": raw_tool_calls, **_text_facts(text)}
 
     # Server-parsed calls count in native modes; in text modes only when the text itself is empty.
     use_server_calls = raw_tool_calls is not None and (rules.parse_path == "server" or not (content or "").strip())
@@ -228,11 +274,12 @@ def _answer(verdict: Verdict, rules: Mode, tools: Sequence[Any], body: Any) -> C
         return verdict(outcome, detail, parse_path="server", calls=parsed, **base)
 
     if not rules.reads_text_calls:
-        if text.attempted:
-            return verdict(Outcome.UNPARSEABLE_TEXT, "parse:call_in_text", text_call_recoverable=text.ok, **base)
+        if text.attempted:  # a call the stack's parser left in the text (recovered calls: `text_calls`)
+            detail = "parse:call_in_text" if text.ok else (text.failure or "parse:call_in_text")
+            return verdict(Outcome.UNPARSEABLE_TEXT, detail, **base)
     elif text.attempted:
-        if text.failure:
-            return verdict(Outcome.UNPARSEABLE_TEXT, text.failure, parse_path="harness", **base)
+        if not text.ok:
+            return verdict(Outcome.UNPARSEABLE_TEXT, text.failure or "parse:no_calls", parse_path="harness", **base)
         outcome, detail = _judge_calls(text.calls, tools_by_name(tools))
         return verdict(outcome, detail, parse_path="harness", calls=text.calls, **base)
 
@@ -251,9 +298,12 @@ def classify(
     body: Any,
     transport_error: TransportError | None = None,
     parser_failures: Sequence[RefusalSignature] = (),
+    call_format: str = AUTO_FORMAT,
 ) -> Classification:
-    """One exchange -> exactly one outcome with a family:reason detail, `retryable`, `finish_reason`, `flags`."""
+    """One exchange -> exactly one outcome with a family:reason detail, `retryable`, `finish_reason`, `flags`,
+    and the call format its text was written in (`call_format`, read with the cell's `call_format`)."""
     rules = mode_of(mode)  # configuration, validated upstream; only replies are untrusted here
+    read: Reader = partial(read_text_calls, tools=tools, call_format=check_call_format(call_format))
     finish_reason = finish_reason_of(body)
     flags = reply_flags(
         finish_reason=finish_reason, constrained=rules.constrained, tools=tools, status=http_status, body=body
@@ -269,5 +319,5 @@ def classify(
     if http_status is None:
         error = ErrorInfo(type="no_reply", body=body)
         return verdict(Outcome.NON_RESPONSE, "transport:no_reply", error=error, retryable=True)
-    failure = _http_failure(verdict, http_status, body, refusals, parser_failures)
-    return failure if failure is not None else _answer(verdict, rules, tools, body)
+    failure = _http_failure(verdict, read, http_status, body, refusals, parser_failures)
+    return failure if failure is not None else _answer(verdict, read, rules, tools, body)

@@ -1,8 +1,9 @@
 """The mode axis as data: one `Mode` object per tools mode holds every rule that differs between modes.
 
-- native: only `tools=`; the stack's own tool_calls are the calls; a call written as text is a parse loss.
+- native: only `tools=`; the stack's own tool_calls are the calls; a call written as text (in any call format
+  core/textcalls.py knows) is a parse loss, with the calls it holds recovered beside it.
 - native+hint: `tools=` plus the tool list and the JSON call format in the system prompt; the stack's calls
-  first, a call written as text is read by the harness.
+  first, a call written as text (in any known format, not only the JSON the prompt asks for) is read by the harness.
 - text-tools: no `tools=`; tool list and format in the prompt; calls parsed from the text by the harness.
 - constrained: no `tools=`; decoding constrained (the stack's own knob) to a JSON schema whose tool-name
   field is an enum of the offered tools; the same call repeated ends the seed (weak models loop forever).
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.types import ParsePath, ToolsMode
+
+JSON_FORMAT = "json"  # what tool_list.j2 and constrained.j2 ask for: {"name": ..., "arguments": {...}}
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Mode:
     constrained: bool  # decoding constrained to `call_schema(tools)`
     detects_loops: bool  # `loop_repeats` identical calls in a row end the seed
     result_template: str = "tool_result.j2"
+    requested_format: str | None = None  # the call format the prompt asks for (a name in textcalls.FORMATS)
 
     @property
     def hint(self) -> bool:
@@ -48,9 +52,9 @@ MODES: dict[ToolsMode, Mode] = {
     mode.name: mode
     for mode in (
         Mode(ToolsMode.NATIVE, True, None, "server", reads_text_calls=False, constrained=False, detects_loops=False),
-        Mode(ToolsMode.NATIVE_HINT, True, "tool_list.j2", "server", True, constrained=False, detects_loops=False),
-        Mode(ToolsMode.TEXT_TOOLS, False, "tool_list.j2", "harness", True, constrained=False, detects_loops=False),
-        Mode(ToolsMode.CONSTRAINED, False, "constrained.j2", "harness", True, constrained=True, detects_loops=True),
+        Mode(ToolsMode.NATIVE_HINT, True, "tool_list.j2", "server", True, False, False, requested_format=JSON_FORMAT),
+        Mode(ToolsMode.TEXT_TOOLS, False, "tool_list.j2", "harness", True, False, False, requested_format=JSON_FORMAT),
+        Mode(ToolsMode.CONSTRAINED, False, "constrained.j2", "harness", True, True, True, requested_format=JSON_FORMAT),
     )
 }
 

@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # The schema of turn records, cell files and manifests. 1: the first version (no field); 2: adds finish_reason,
 # flags, seed_attempt, superseded, prompt_cache, sample and sampling_seed. Readers accept what they know.
+# Fields added since without a version bump are optional and read as absent in older files: turn records'
+# `call_format` (None) and `text_calls` ([]), cells' `call_format` ("auto").
 SCHEMA_VERSION = 2
 KNOWN_SCHEMA_VERSIONS: frozenset[int] = frozenset({1, 2})
 
@@ -107,7 +109,11 @@ class Classification(BaseModel):
     calls: list[ParsedCall] = Field(default_factory=list)
     raw_content: str | None = None
     raw_tool_calls: Any = None
-    text_call_recoverable: bool = False
+    text_call_recoverable: bool = Field(False, description="A recogniser parsed a call from the content.")
+    call_format: str | None = Field(None, description="The recogniser that matched the content; None: no attempt.")
+    text_calls: list[ParsedCall] = Field(
+        default_factory=list, description="Calls recovered from the content (executed only when they are `calls`)."
+    )
     error: ErrorInfo | None = None
     retryable: bool = Field(
         False, description="No model output arrived and another attempt may get one (transport, 5xx, 429)."
@@ -157,8 +163,12 @@ class TurnRecord(BaseModel):
     tokens: TokenCounts = Field(default_factory=TokenCounts)
     raw_content: str | None = None
     raw_tool_calls: Any = None
-    calls: list[ParsedCall] = Field(default_factory=list)
+    calls: list[ParsedCall] = Field(default_factory=list, description="The calls the active parse path took.")
     text_call_recoverable: bool = False
+    call_format: str | None = Field(None, description="The call format the content was written in; None: no call.")
+    text_calls: list[ParsedCall] = Field(
+        default_factory=list, description="Calls recovered from the content text, whether executed or not."
+    )
     raw_body: Any = Field(None, description="The full reply body, kept so outcomes can be recomputed.")
     finish_reason: str | None = Field(None, description="Why generation stopped (length = cut at max_tokens).")
     flags: list[str] = Field(default_factory=list, description="e.g. truncated:max_tokens, constraint:violated")

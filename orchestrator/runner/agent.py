@@ -67,6 +67,7 @@ class SeedContext:
     seed_attempt: int = 0
     sample: int = 0  # index of a repeated sample of this case: its own sampling seeds
     shared_server: bool = False  # other seeds run concurrently on this server (each turn is flagged)
+    call_format: str = "auto"  # how text calls are read (the cell's `call_format`: auto or one recogniser)
     server_alive: Callable[[], bool] = lambda: True
     # Clears the server's prompt cache at the seed's start; its result goes on the seed's first record.
     reset_cache: Callable[[httpx.Client], dict[str, Any]] | None = None
@@ -143,6 +144,7 @@ def _answer(
             http_status=exchange.http_status,
             body=exchange.body,
             transport_error=exchange.transport_error,
+            call_format=ctx.call_format,
         )
         last = _turn_record(ctx, turn, attempt, exchange, verdict, cache if attempt == 0 else None)
         if verdict.outcome is Outcome.NON_RESPONSE and not ctx.server_alive():
@@ -212,6 +214,8 @@ def _turn_record(
         raw_tool_calls=verdict.raw_tool_calls,
         calls=verdict.calls,
         text_call_recoverable=verdict.text_call_recoverable,
+        call_format=verdict.call_format,
+        text_calls=verdict.text_calls,
         raw_body=exchange.body,
         finish_reason=verdict.finish_reason,
         flags=flags,

@@ -83,6 +83,7 @@ def cell_config(
         "quantization": (model.quantization if model else None) or cell.model.quantization,
         "tools_mode": cell.mode.value,
         "hint": mode_of(cell.mode).hint,
+        "call_format": cell.call_format,  # how text calls are read: auto or one recogniser (core/textcalls.py)
         "template_sha256": template_sha256(cell.mode),
         "suites": suites,
         "tool_count": {suite: len(t) for suite, t in tools.items()},
@@ -95,7 +96,7 @@ def cell_config(
             "generation_config": model_generation_config(model) if model else None,
             "generation_config_use": spec.sampler.model_generation_config,
         },
-        "turn_cap": matrix.turn_cap_for(cell.model.name),
+        "turn_cap": matrix.turn_cap_for(cell.model),
         "seeds": [seed for _, seed in cell.seeds],
         "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities"}) if probe_result else None,
     }
@@ -120,6 +121,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "model_digest",
     "quantization",
     "tools_mode",
+    "call_format",
     "template_sha256",
     "tools_sha256",
     "decoding",
@@ -130,6 +132,9 @@ IDENTITY_FIELDS: tuple[str, ...] = (
 
 
 PORT_FLAGS = frozenset({"--port", "-p"})
+# Identity fields added after cells were first recorded: at their default (or absent) they are left out of the
+# digest, so a cell recorded before the field existed keeps its config_sha256.
+IDENTITY_DEFAULTS: dict[str, Any] = {"call_format": "auto"}
 
 
 def _portable(value: Any, exact: dict[str, str], port: str | None) -> Any:
@@ -159,5 +164,9 @@ def config_sha256(record: dict[str, Any]) -> str:
     for key in ("model_path", "binary"):
         if isinstance(record.get(key), str):
             exact[record[key]] = "{" + key + "}/" + Path(record[key]).name
-    identity = {key: _portable(record.get(key), exact, port) for key in IDENTITY_FIELDS}
+    identity = {
+        key: _portable(record.get(key), exact, port)
+        for key in IDENTITY_FIELDS
+        if not (key in IDENTITY_DEFAULTS and record.get(key, IDENTITY_DEFAULTS[key]) == IDENTITY_DEFAULTS[key])
+    }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orchestrator.core.cell import CellKey, slug
+from orchestrator.core.classify import AUTO_FORMAT, check_call_format
 from orchestrator.core.stats import BootstrapSettings
 from orchestrator.core.types import ToolsMode
 from orchestrator.runner.tasks import SuiteError, load_suite
@@ -78,6 +79,12 @@ class ModelSource(_Strict):
     path: str | None = Field(None, description="Explicit GGUF file or HF directory.")
     tag: str | None = Field(None, description="Served name / Ollama tag / hosted model id.")
     hub: str | None = Field(None, description="A hub repo id the server downloads itself (GPU hosts), e.g. Qwen/...")
+    call_format: str | None = Field(None, description="The model's call format on this stack; wins over the model's.")
+
+    @field_validator("call_format")
+    @classmethod
+    def _known_format(cls, value: str | None) -> str | None:
+        return None if value is None else check_call_format(value)
 
     @model_validator(mode="after")
     def _one(self) -> ModelSource:
@@ -94,6 +101,19 @@ class ModelEntry(_Strict):
     turn_cap: int | None = Field(
         None, ge=1, description="This model's turn cap where it must differ from the matrix's (recorded per cell)."
     )
+    call_format: str = Field(
+        AUTO_FORMAT, description="How its text calls are read: auto (every recogniser) or one of textcalls.FORMATS."
+    )
+
+    @field_validator("call_format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        return check_call_format(value)
+
+    def call_format_for(self, stack: str) -> str:
+        """The call format this model's cells on `stack` are read with: the stack's source's, else its own."""
+        source = self.sources.get(stack)
+        return (source.call_format if source else None) or self.call_format
 
 
 class TaskEntry(_Strict):
@@ -153,10 +173,10 @@ class Matrix(_Strict):
     bootstrap: BootstrapSettings = BootstrapSettings()
     exclude: list[Exclude] = Field(default_factory=list)
 
-    def turn_cap_for(self, model: str) -> int:
-        """The turn cap a model's cells run under: its own override, else the matrix's."""
-        entry = next((m for m in self.models if m.name == model), None)
-        return entry.turn_cap if entry and entry.turn_cap else self.turn_cap
+    def turn_cap_for(self, model: ModelEntry) -> int:
+        """The turn cap a model's cells run under: its own override, else the matrix's. Takes the entry, not a
+        name: a served name (an Ollama tag) differs from the entry's label."""
+        return model.turn_cap or self.turn_cap
 
     @model_validator(mode="after")
     def _consistent(self) -> Matrix:
@@ -204,6 +224,11 @@ class Cell(BaseModel):
     model: ModelEntry
     mode: ToolsMode
     seeds: list[tuple[str, str]]  # (suite, seed id)
+
+    @property
+    def call_format(self) -> str:
+        """How this cell's text calls are read (recorded in its config; part of its identity)."""
+        return self.model.call_format_for(self.stack.stack)
 
 
 class ServerPlan(BaseModel):

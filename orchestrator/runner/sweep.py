@@ -259,7 +259,7 @@ class Sweep:
                 suite=load_suite(suite),
                 seed_id=seed_id,
                 decoding=self.matrix.decoding,
-                turn_cap=self.matrix.turn_cap_for(config.model.name),
+                turn_cap=self.matrix.turn_cap_for(cell.model),
                 loop_repeats=self.matrix.loop_repeats,
                 request_timeout_s=self.matrix.timeouts.request_s,
                 max_attempts=self.matrix.retries.max_attempts,
@@ -268,6 +268,7 @@ class Sweep:
                 headers=auth_headers(spec),
                 seed_attempt=attempt,
                 shared_server=self.matrix.concurrency > 1,
+                call_format=base.get("call_format") or cell.call_format,
                 server_alive=handle.alive,
                 reset_cache=lambda client: reset_prompt_cache(
                     client, handle.base_url, spec, served_name=config.model.name

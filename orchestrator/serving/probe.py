@@ -11,7 +11,6 @@ import httpx
 from pydantic import BaseModel
 
 from orchestrator.core.classify import classify
-from orchestrator.core.textcalls import extract_text_calls
 from orchestrator.core.types import Classification, Outcome, ToolsMode
 from orchestrator.serving.chatapi import Decoding, build_payload, post_chat
 from orchestrator.serving.launchers import ServerHandle, auth_headers
@@ -52,6 +51,7 @@ class ProbeResult(BaseModel):
     error_body: Any = None
     n_native_calls: int
     text_call: bool
+    call_format: str | None = None  # the call format the answer's text was written in (core/textcalls.py)
     outcome: Outcome
     detail: str | None
     verdict: Verdict
@@ -103,7 +103,8 @@ def probe(handle: ServerHandle, config: ServerConfig, decoding: Decoding = PROBE
         http_status=exchange.http_status,
         error_body=verdict.error.body if verdict.error else None,
         n_native_calls=len(verdict.raw_tool_calls) if isinstance(verdict.raw_tool_calls, list) else 0,
-        text_call=extract_text_calls(verdict.raw_content).attempted,
+        text_call=verdict.call_format is not None,  # a recogniser saw a call attempt in the text
+        call_format=verdict.call_format,
         outcome=verdict.outcome,
         detail=verdict.detail,
         verdict=verdict_for(verdict),
