@@ -125,6 +125,26 @@ def test_sigterm_during_docker_start_leaves_no_container(docker_client, llama_se
     assert docker_client.containers.list(all=True, filters=label) == []
 
 
+def test_an_interrupt_between_create_and_start_leaves_no_container(docker_client, monkeypatch) -> None:
+    # SIGTERM can land after the engine created the container and before the SDK returned it: no handle exists
+    # then, so the launcher must find the container by its labels. Replayed deterministically: create, then raise.
+    from orchestrator.serving import launchers
+
+    def create_then_interrupt(self, image_ref, network_mode, ports, volumes, spec, config, gpu_request):
+        self.client.containers.create(image_ref, command=["--version"], labels=self.labels, network_mode="host")
+        raise SystemExit(143)
+
+    monkeypatch.setattr(launchers.DockerHandle, "_run_container", create_then_interrupt)
+    config = server_config(
+        stack="llamacpp", tool_config="jinja", launcher="docker", model="m", model_path="/nonexistent/m.gguf"
+    )
+    config = config.model_copy(update={"network": "host"})
+    label = {"label": ["toolcall-matrix.managed=true", "toolcall-matrix.run-id=test-create-interrupt"]}
+    with pytest.raises(SystemExit):
+        start_server(config, run_id="test-create-interrupt")
+    assert docker_client.containers.list(all=True, filters=label) == []
+
+
 def test_cleanup_removes_what_a_sigkilled_run_left(docker_client, replay_env: dict[str, str]) -> None:
     # A run killed with SIGKILL cannot tear down: its server and PID record stay behind.
     script = (

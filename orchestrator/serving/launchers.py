@@ -187,7 +187,25 @@ class DockerHandle(ServerHandle):
         self.command = f"docker run --rm{publish}{mounts}{envs} {image_ref} " + " ".join(self.argv)
         gpus = config.gpu_count or spec.launch.gpu_count  # what this server needs (matrix or stack), not every GPU
         gpu_request = [DeviceRequest(count=gpus, capabilities=[["gpu"]])] if config.host == "gpu" else None
-        self.container = self.client.containers.run(
+        try:
+            self.container = self._run_container(image_ref, network_mode, ports, volumes, spec, config, gpu_request)
+        except BaseException:
+            # SIGTERM, Ctrl-C or an engine error between create and start: the container may exist with no
+            # handle to stop it, so remove it by this server's labels before going on.
+            self._remove_labelled()
+            raise
+
+    def _run_container(
+        self,
+        image_ref: str,
+        network_mode: str | None,
+        ports: dict[str, Any] | None,
+        volumes: dict[str, Any],
+        spec: StackSpec,
+        config: ServerConfig,
+        gpu_request: list[Any] | None,
+    ) -> Any:
+        return self.client.containers.run(
             image_ref,
             command=self.argv,
             detach=True,
@@ -200,6 +218,14 @@ class DockerHandle(ServerHandle):
             ipc_mode="host" if spec.launch.ipc_host and config.host == "gpu" else None,
             device_requests=gpu_request,
         )
+
+    def _remove_labelled(self) -> None:
+        filters = {"label": [f"{key}={value}" for key, value in self.labels.items()]}
+        try:
+            for container in self.client.containers.list(all=True, filters=filters):
+                container.remove(force=True)
+        except Exception:  # the engine itself failing: `orchestrate cleanup` removes it later by label
+            pass
 
     def alive(self) -> bool:
         try:
