@@ -95,7 +95,9 @@ def test_smoke_matrix_end_to_end(tmp_path: Path, docker_client, llama_server_bin
     }
     paper = pd.read_csv(run / "report" / "serving_modes__llamacpp-jinja.csv")
     assert list(paper.columns)[:4] == ["model", "native_seed", "native_lo", "native_hi"]
-    assert not docker_client.containers.list(all=True, filters={"label": "toolcall-matrix.managed=true"})
+    # This run's containers only (its run id is the run directory's name): other runs may share the engine.
+    mine = {"label": ["toolcall-matrix.managed=true", f"toolcall-matrix.run-id={run.name}"]}
+    assert not docker_client.containers.list(all=True, filters=mine)
 
 
 RESUME_MATRIX = """\
