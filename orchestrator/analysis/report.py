@@ -228,7 +228,9 @@ def wide_table(long: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     frame = long.assign(column=long["stack_label"] + " | " + long["tools_mode"])
     # Columns in run order (stack configs as the matrix lists them, modes in the product's order).
-    mode_rank = {mode: rank for rank, mode in enumerate(("native", "native+hint", "text-tools", "constrained"))}
+    mode_rank = {
+        mode: rank for rank, mode in enumerate(("native", "native+hint", "text-tools", "constrained", "raw-template"))
+    }
     stack_rank = {label: rank for rank, label in enumerate(dict.fromkeys(long["stack_label"]))}
     order = sorted(
         dict.fromkeys(frame["column"]),

@@ -5,6 +5,10 @@
 - native+hint: `tools=` plus the tool list and the JSON call format in the system prompt; the stack's calls
   first, a call written as text (in any known format, not only the JSON the prompt asks for) is read by the harness.
 - text-tools: no `tools=`; tool list and format in the prompt; calls parsed from the text by the harness.
+- raw-template: no chat API at all: the harness renders the model's own chat template (tools passed as the
+  template expects), sends the text to the stack's raw completion endpoint and reads the calls with the
+  reference recognisers. Against native (stack template + stack parser) and text-tools (no tools in the
+  template) it says whether a native failure is the stack's template, its parser, or the model.
 - constrained: no `tools=`; decoding constrained (the stack's own knob) to a JSON schema whose tool-name
   field is an enum of the offered tools; the same call repeated ends the seed (weak models loop forever).
 Pure: the runner renders the named prompt templates; the classifier reads the parse rules.
@@ -33,6 +37,7 @@ class Mode:
     detects_loops: bool  # `loop_repeats` identical calls in a row end the seed
     result_template: str = "tool_result.j2"
     requested_format: str | None = None  # the call format the prompt asks for (a name in textcalls.FORMATS)
+    renders_template: bool = False  # the harness renders the model's chat template; raw completion endpoint
 
     @property
     def hint(self) -> bool:
@@ -55,6 +60,7 @@ MODES: dict[ToolsMode, Mode] = {
         Mode(ToolsMode.NATIVE_HINT, True, "tool_list.j2", "server", True, False, False, requested_format=JSON_FORMAT),
         Mode(ToolsMode.TEXT_TOOLS, False, "tool_list.j2", "harness", True, False, False, requested_format=JSON_FORMAT),
         Mode(ToolsMode.CONSTRAINED, False, "constrained.j2", "harness", True, True, True, requested_format=JSON_FORMAT),
+        Mode(ToolsMode.RAW_TEMPLATE, False, None, "harness", True, False, False, renders_template=True),
     )
 }
 

@@ -17,6 +17,9 @@ from jsonschema import Draft202012Validator
 from orchestrator.core.modes import call_schema
 
 TRUNCATED_FLAG = "truncated:max_tokens"  # generation was cut at max_tokens (finish_reason "length")
+# The server used fewer prompt tokens than the prompt it was sent renders to: it dropped part of it silently (an
+# overflow it refuses is `refused:context_overflow` instead).
+PROMPT_TRUNCATED_FLAG = "truncated:prompt"
 CACHE_NOT_CLEARED_FLAG = "cache:not_cleared"  # the seed's start could not clear the server's prompt cache
 CACHE_SHARED_FLAG = "cache:shared"  # seeds ran concurrently on one server: records may depend on interleaving
 CONSTRAINT_VIOLATED_FLAG = "constraint:violated"  # a constrained answer that is not one schema-valid JSON object
@@ -38,10 +41,13 @@ _QUOTED_OUTPUT = (
 
 
 def message_of(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The assistant message: OpenAI `choices[0].message`, or Ollama /api/chat `message`."""
+    """The assistant message: OpenAI `choices[0].message`, a raw completion's `choices[0].text` (the
+    raw-template mode) as the message content, or Ollama /api/chat `message`."""
     choices = body.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
         message = choices[0].get("message")
+        if message is None and isinstance(choices[0].get("text"), str):
+            return {"role": "assistant", "content": choices[0]["text"]}
         return message if isinstance(message, Mapping) else None
     message = body.get("message")  # Ollama /api/chat
     return message if isinstance(message, Mapping) else None
@@ -129,3 +135,8 @@ def quoted_output(error_text: str) -> str | None:
         if match:
             return match.group(1)
     return None
+
+
+def prompt_truncated(used: int | None, rendered: int | None) -> bool:
+    """The server counted fewer prompt tokens than the rendered prompt has (both known)."""
+    return used is not None and rendered is not None and used < rendered

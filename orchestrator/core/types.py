@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # The schema of turn records, cell files and manifests. 1: the first version (no field); 2: adds finish_reason,
 # flags, seed_attempt, superseded, prompt_cache, sample and sampling_seed. Readers accept what they know.
 # Fields added since without a version bump are optional and read as absent in older files: turn records'
-# `call_format` (None) and `text_calls` ([]), cells' `call_format` ("auto").
+# `call_format` (None), `text_calls` ([]) and `prompt_tokens_rendered` (None); cells' `call_format` ("auto"),
+# `canary`, `sampling_defaults` and `raw_template` (absent).
 SCHEMA_VERSION = 2
 KNOWN_SCHEMA_VERSIONS: frozenset[int] = frozenset({1, 2})
 
@@ -71,6 +72,7 @@ class ToolsMode(StrEnum):
     NATIVE_HINT = "native+hint"
     TEXT_TOOLS = "text-tools"
     CONSTRAINED = "constrained"
+    RAW_TEMPLATE = "raw-template"  # the harness renders the model's own template; raw completion; harness parser
 
 
 ParsePath = Literal["server", "harness"]
@@ -170,6 +172,9 @@ class TurnRecord(BaseModel):
         default_factory=list, description="Calls recovered from the content text, whether executed or not."
     )
     raw_body: Any = Field(None, description="The full reply body, kept so outcomes can be recomputed.")
+    prompt_tokens_rendered: int | None = Field(
+        None, description="The prompt's length as the server renders and counts it (tokens.prompt: what it used)."
+    )
     finish_reason: str | None = Field(None, description="Why generation stopped (length = cut at max_tokens).")
     flags: list[str] = Field(default_factory=list, description="e.g. truncated:max_tokens, constraint:violated")
     seed_attempt: int = Field(0, ge=0, description="Which run of this seed (a seed whose server died is rerun).")

@@ -24,14 +24,28 @@ from typing import Any
 
 import httpx
 
+from orchestrator.core.chattemplate import ChatTemplate
 from orchestrator.core.classify import classify, is_context_overflow
 from orchestrator.core.modes import mode_of
-from orchestrator.core.replyfacts import CACHE_NOT_CLEARED_FLAG, CACHE_SHARED_FLAG
+from orchestrator.core.replyfacts import (
+    CACHE_NOT_CLEARED_FLAG,
+    CACHE_SHARED_FLAG,
+    PROMPT_TRUNCATED_FLAG,
+    prompt_truncated,
+)
 from orchestrator.core.sampling import sampling_seed
 from orchestrator.core.types import Classification, Outcome, SeedEnd, ToolsMode, TurnRecord
 from orchestrator.runner.modes import Request, build_request, continue_messages, initial_messages
 from orchestrator.runner.tasks import Suite, answer_correct, execute
-from orchestrator.serving.chatapi import ChatExchange, Decoding, build_payload, post_chat, token_counts
+from orchestrator.serving.chatapi import (
+    ChatExchange,
+    Decoding,
+    build_completion_payload,
+    build_payload,
+    post_chat,
+    token_counts,
+)
+from orchestrator.serving.render import PromptCounter
 from orchestrator.serving.stackspec import StackSpec
 
 LIVENESS_GRACE_S = 1.0
@@ -71,6 +85,8 @@ class SeedContext:
     server_alive: Callable[[], bool] = lambda: True
     # Clears the server's prompt cache at the seed's start; its result goes on the seed's first record.
     reset_cache: Callable[[httpx.Client], dict[str, Any]] | None = None
+    template: ChatTemplate | None = None  # raw-template: the model's own chat template, rendered by the harness
+    count_prompt: PromptCounter | None = None  # the server's own count of each turn's prompt (truncation check)
     cancelled: threading.Event = field(default_factory=threading.Event)
 
 
@@ -87,10 +103,12 @@ def run_seed(
     with httpx.Client(headers=ctx.headers) as client:
         cache = ctx.reset_cache(client) if ctx.reset_cache else None
         for turn in range(ctx.turn_cap):
-            request = build_request(ctx.mode, messages, tools)
+            request = build_request(ctx.mode, messages, tools, ctx.template)
 
             def payload(attempt: int, request: Request = request) -> dict[str, Any]:
                 decoding = ctx.decoding.model_copy(update={"seed": _sampling_seed(ctx, attempt)})
+                if request.prompt is not None:
+                    return build_completion_payload(ctx.spec, ctx.model, request.prompt, decoding)
                 return build_payload(
                     ctx.spec,
                     ctx.model,
@@ -100,7 +118,9 @@ def run_seed(
                     response_schema=request.response_schema,
                 )
 
-            last, verdict, end = _answer(ctx, client, payload, turn, heartbeat, record, cache if turn == 0 else None)
+            last, verdict, end = _answer(
+                ctx, client, request, payload, turn, heartbeat, record, cache if turn == 0 else None
+            )
             if end is not None:
                 return _finish(record, last, end)
             results = [execute(ctx.suite, seed, call) for call in verdict.calls]
@@ -121,6 +141,7 @@ def run_seed(
 def _answer(
     ctx: SeedContext,
     client: httpx.Client,
+    request: Request,
     payload: Callable[[int], dict[str, Any]],
     turn: int,
     heartbeat: Callable[[str], None],
@@ -129,7 +150,8 @@ def _answer(
 ) -> tuple[TurnRecord, Classification, SeedEnd | None]:
     """One turn's answer, retried only while no model output arrived. Returns the turn's record (not yet
     written unless it was a retried attempt), its verdict, and the seed end it forces, if any."""
-    url = ctx.base_url.rstrip("/") + ctx.spec.chat_path
+    path = ctx.spec.completion_path if request.prompt is not None else ctx.spec.chat_path
+    url = ctx.base_url.rstrip("/") + (path or ctx.spec.chat_path)
     for attempt in range(ctx.max_attempts):
         if ctx.cancelled.is_set():
             raise SeedCancelled(ctx.seed_id)
@@ -146,7 +168,8 @@ def _answer(
             transport_error=exchange.transport_error,
             call_format=ctx.call_format,
         )
-        last = _turn_record(ctx, turn, attempt, exchange, verdict, cache if attempt == 0 else None)
+        rendered = _rendered_prompt_tokens(ctx, client, request, exchange)
+        last = _turn_record(ctx, turn, attempt, exchange, verdict, cache if attempt == 0 else None, rendered)
         if verdict.outcome is Outcome.NON_RESPONSE and not ctx.server_alive():
             return last, verdict, SeedEnd.SERVER_DIED
         if not verdict.retryable:
@@ -161,6 +184,15 @@ def _answer(
         if ctx.cancelled.wait(_retry_delay(ctx, attempt, exchange)):
             raise SeedCancelled(ctx.seed_id)
     raise AssertionError("unreachable: max_attempts >= 1")
+
+
+def _rendered_prompt_tokens(
+    ctx: SeedContext, client: httpx.Client, request: Request, exchange: ChatExchange
+) -> int | None:
+    """The server's own count of the prompt it answered (only for answers: a refusal used no prompt)."""
+    if ctx.count_prompt is None or exchange.http_status is None or not 200 <= exchange.http_status < 300:
+        return None
+    return ctx.count_prompt(client, request.messages, request.tools, request.prompt)
 
 
 def _sampling_seed(ctx: SeedContext, attempt: int) -> int | None:
@@ -180,8 +212,12 @@ def _turn_record(
     exchange: ChatExchange,
     verdict: Classification,
     cache: dict[str, Any] | None,
+    rendered: int | None = None,
 ) -> TurnRecord:
     flags = list(verdict.flags)
+    tokens = token_counts(exchange.body)
+    if prompt_truncated(tokens.prompt, rendered):
+        flags.append(PROMPT_TRUNCATED_FLAG)
     if cache is not None and not cache.get("cleared", False):  # this seed may see an earlier seed's cache
         flags.append(CACHE_NOT_CLEARED_FLAG)
     if ctx.shared_server:
@@ -209,7 +245,8 @@ def _turn_record(
         detail=verdict.detail,
         error=verdict.error,
         latency_s=round(exchange.latency_s, 4),
-        tokens=token_counts(exchange.body),
+        tokens=tokens,
+        prompt_tokens_rendered=rendered,
         raw_content=verdict.raw_content,
         raw_tool_calls=verdict.raw_tool_calls,
         calls=verdict.calls,

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.chattemplate import ChatTemplate
 from orchestrator.core.modes import mode_of
 from orchestrator.core.types import SCHEMA_VERSION
 from orchestrator.runner.matrix import Cell, Matrix
@@ -19,19 +20,26 @@ from orchestrator.serving.launchers import ServerHandle
 from orchestrator.serving.probe import ProbeResult
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ModelRef, ServerConfig
+from orchestrator.serving.templates import NoTemplate, model_template
 
 
-def chat_template_sha256(probe_result: ProbeResult | None, model: ModelRef) -> str | None:
-    """Hash of the chat template the server uses: from the server when it says, else the model files."""
+def effective_template(
+    probe_result: ProbeResult | None, model: ModelRef, argv: list[str] | None
+) -> tuple[str | None, str | None]:
+    """(sha256, source) of the chat template the server uses: what the server says when it says (llama.cpp
+    /props), else what it loads: a `--chat-template` in its argv, else the model files (chat_template.jinja,
+    tokenizer_config.json, GGUF metadata)."""
     if probe_result is not None:
         for key, value in probe_result.capabilities.items():
             if key.endswith("#chat_template") and isinstance(value, str):
-                return hashlib.sha256(value.encode()).hexdigest()
-    if model.path and (Path(model.path) / "tokenizer_config.json").is_file():
-        template = json.loads((Path(model.path) / "tokenizer_config.json").read_text()).get("chat_template")
-        if isinstance(template, str):
-            return hashlib.sha256(template.encode()).hexdigest()
-    return None
+                return hashlib.sha256(value.encode()).hexdigest(), f"server:{key}"
+    if not model.local:
+        return None, None
+    try:
+        template = model_template(model.path, argv)
+    except NoTemplate:
+        return None, None
+    return template.sha256, template.source
 
 
 def _without_template(capabilities: dict[str, Any]) -> dict[str, Any]:
@@ -44,6 +52,8 @@ def cell_config(
     handle: ServerHandle | None,
     config: ServerConfig | None,
     probe_result: ProbeResult | None,
+    *,
+    raw_template: ChatTemplate | None = None,
 ) -> dict[str, Any]:
     """The full stack config of a cell: what ran, what the server said, what was sent."""
     spec = load_stack(cell.stack.stack)
@@ -52,6 +62,10 @@ def cell_config(
     tools = {suite: load_suite(suite).tools for suite in suites}
     described = handle.describe() if handle else {}
     model = config.model if config else None
+    template_sha, template_source = (
+        effective_template(probe_result, model, described.get("argv")) if model else (None, None)
+    )
+    canary = probe_result.canary if probe_result else None
     record = {
         "schema_version": SCHEMA_VERSION,
         "cell_id": cell.cell_id,
@@ -74,7 +88,16 @@ def cell_config(
         "base_url": described.get("base_url"),
         "stack_version": probe_result.stack_version if probe_result else None,
         "capabilities": _without_template(probe_result.capabilities) if probe_result else None,
-        "chat_template_sha256": chat_template_sha256(probe_result, model) if model else None,
+        "chat_template_sha256": template_sha,
+        "chat_template_source": template_source,
+        # The canary conversation rendered by the server itself (render.py): diff two cells' prompts with it.
+        "canary": canary,
+        "canary_sha256": (canary or {}).get("sha256"),
+        # What the server applies to a sampler field a request leaves out (every canonical field is sent).
+        "sampling_defaults": probe_result.sampling_defaults if probe_result else None,
+        # raw-template: the model's own template the harness rendered (not the stack's).
+        "raw_template": {"source": raw_template.source, "sha256": raw_template.sha256} if raw_template else None,
+        "raw_template_sha256": raw_template.sha256 if raw_template else None,
         "model": cell.model.name,
         "model_path": model.path if model else None,
         "model_digest": model.digest if model else cell.model.digest,
@@ -98,7 +121,9 @@ def cell_config(
         },
         "turn_cap": matrix.turn_cap_for(cell.model),
         "seeds": [seed for _, seed in cell.seeds],
-        "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities"}) if probe_result else None,
+        "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities", "canary", "sampling_defaults"})
+        if probe_result
+        else None,
     }
     return {**record, "config_sha256": config_sha256(record)}
 
@@ -118,6 +143,8 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "env",
     "stack_version",
     "chat_template_sha256",
+    "canary_sha256",
+    "raw_template_sha256",
     "model_digest",
     "quantization",
     "tools_mode",
@@ -134,7 +161,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
 PORT_FLAGS = frozenset({"--port", "-p"})
 # Identity fields added after cells were first recorded: at their default (or absent) they are left out of the
 # digest, so a cell recorded before the field existed keeps its config_sha256.
-IDENTITY_DEFAULTS: dict[str, Any] = {"call_format": "auto"}
+IDENTITY_DEFAULTS: dict[str, Any] = {"call_format": "auto", "canary_sha256": None, "raw_template_sha256": None}
 
 
 def _portable(value: Any, exact: dict[str, str], port: str | None) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from orchestrator.core.chattemplate import ChatTemplate, render_chat
 from orchestrator.core.modes import mode_of
 from orchestrator.core.types import Classification, ParsedCall, ToolsMode
 from orchestrator.runner.tasks import ToolResult
@@ -50,6 +51,7 @@ class Request:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None
     response_schema: dict[str, Any] | None
+    prompt: str | None = None  # raw-template: the harness-rendered prompt text (sent to the completion endpoint)
 
 
 def initial_messages(
@@ -64,8 +66,18 @@ def initial_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user_request}]
 
 
-def build_request(mode: ToolsMode, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Request:
+def build_request(
+    mode: ToolsMode, messages: list[dict[str, Any]], tools: list[dict[str, Any]], template: ChatTemplate | None = None
+) -> Request:
+    """The next request. raw-template renders the model's own template here (tools as the template takes them);
+    it raises TemplateError when the template cannot render, and ValueError when the cell has none."""
     rules = mode_of(mode)
+    if rules.renders_template:
+        if template is None:
+            raise ValueError(f"mode {mode.value} needs the model's chat template")
+        return Request(
+            messages=messages, tools=None, response_schema=None, prompt=render_chat(template, messages, tools)
+        )
     return Request(
         messages=messages, tools=tools if rules.sends_tools else None, response_schema=rules.response_schema(tools)
     )
@@ -100,5 +112,14 @@ def continue_messages(
             for call_id, result in zip(ids, results, strict=True)
         ]
         return [assistant, *tool_messages]
+    if mode_of(mode).renders_template and verdict.calls:
+        # The model's text exactly as generated (its calls included), then the results as `tool` messages: the
+        # model's own template renders both, as the stack's would after its parser took the calls.
+        ids = call_ids(verdict.calls, turn)
+        tool_messages = [
+            {"role": "tool", "tool_call_id": call_id, "name": result.call.name, "content": json.dumps(result.result)}
+            for call_id, result in zip(ids, results, strict=True)
+        ]
+        return [{"role": "assistant", "content": verdict.raw_content or ""}, *tool_messages]
     text = _env().get_template(mode_of(mode).result_template).render(results=results).strip()
     return [{"role": "assistant", "content": verdict.raw_content or ""}, {"role": "user", "content": text}]

@@ -22,6 +22,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from orchestrator.core.chattemplate import ChatTemplate, TemplateError, render_chat
+from orchestrator.core.modes import mode_of
 from orchestrator.core.types import SCHEMA_VERSION, CellStatus, SeedEnd, TurnRecord
 from orchestrator.runner.agent import SeedCancelled, SeedContext, run_seed
 from orchestrator.runner.cellconfig import cell_config
@@ -34,7 +36,9 @@ from orchestrator.serving.cache import reset_prompt_cache
 from orchestrator.serving.launchers import auth_headers, cleanup
 from orchestrator.serving.probe import ProbeResult, probe
 from orchestrator.serving.registry import load_stack
+from orchestrator.serving.render import prompt_counter
 from orchestrator.serving.serverconfig import ServerConfig
+from orchestrator.serving.templates import NoTemplate, model_template
 
 Seed = tuple[str, str]  # (suite, seed id)
 # Cell-file fields that say how a run of the cell went, not what the cell's stack config is.
@@ -156,10 +160,25 @@ class Sweep:
         for cell in cells:
             try:
                 session.ensure_alive("restart: the server had died under an earlier cell")
+                template = self.cell_template(cell, model_config, session)
             except LaunchFailed as exc:
                 self.mark_launch_failed([cell], exc, session)
                 continue
-            self.run_cell(cell, session, model_config, probe_result, pending[cell.cell_id], progress, task)
+            self.run_cell(cell, session, model_config, probe_result, pending[cell.cell_id], progress, task, template)
+
+    def cell_template(self, cell: Cell, config: ServerConfig, session: ServerSession) -> ChatTemplate | None:
+        """The model's own chat template for a raw-template cell, checked to render the task's first prompt;
+        a model without one (or one that does not render) cannot run the cell: LaunchFailed names why."""
+        if not mode_of(cell.mode).renders_template:
+            return None
+        try:
+            template = model_template(config.model.path, session.handle.describe().get("argv"))
+            for suite in sorted({suite for suite, _ in cell.seeds}):
+                tools = load_suite(suite).tools
+                render_chat(template, [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}], tools)
+            return template
+        except (NoTemplate, TemplateError) as exc:
+            raise LaunchFailed(f"{cell.cell_id}: no chat template the harness can render: {exc}") from exc
 
     def prepare_model(
         self, plan: ServerPlan, entry: ModelEntry, config: ServerConfig, session: ServerSession
@@ -188,8 +207,11 @@ class Sweep:
         seeds: list[Seed],
         progress: Progress,
         task: Any,
+        template: ChatTemplate | None = None,
     ) -> None:
-        base = self.first_config(cell) or cell_config(self.matrix, cell, session.handle, config, probe_result)
+        base = self.first_config(cell) or cell_config(
+            self.matrix, cell, session.handle, config, probe_result, raw_template=template
+        )
         previous = self.previous_launches(cell)
         serving = len(session.launches) - 1  # the start now serving; later restarts belong to this cell too
         started = now()
@@ -205,12 +227,12 @@ class Sweep:
         # Records carry the version that served them: a resumed cell keeps its first config, but this launch's
         # probe says what is running now.
         served = {**base, "stack_version": probe_result.stack_version or base.get("stack_version")}
-        died = self.run_seeds(cell, session, served, config, seeds, progress, task)
+        died = self.run_seeds(cell, session, served, config, seeds, progress, task, template)
         status, error = CellStatus.COMPLETE, None
         if died:
             try:
                 session.start(f"restart: the server died under {len(died)} seed(s) of this cell")
-                died = self.run_seeds(cell, session, served, config, died, progress, task)
+                died = self.run_seeds(cell, session, served, config, died, progress, task, template)
             except LaunchFailed as exc:
                 error = exc.error
             if died or error:
@@ -235,6 +257,7 @@ class Sweep:
         seeds: list[Seed],
         progress: Progress,
         task: Any,
+        template: ChatTemplate | None = None,
     ) -> list[Seed]:
         """Run seeds (concurrently where the matrix says); returns those whose server died under them."""
         spec = load_stack(cell.stack.stack)
@@ -274,6 +297,8 @@ class Sweep:
                     client, handle.base_url, spec, served_name=config.model.name
                 ),
                 cancelled=self.cancelled,
+                template=template,
+                count_prompt=prompt_counter(spec, handle.base_url, config.model.name),
             )
             try:
                 final = run_seed(ctx, self.record, heartbeat=lambda m: progress.update(task, description=f"  {m}"))

@@ -128,6 +128,12 @@ def build_payload(
     return {**payload, **decoding.extra}
 
 
+def build_completion_payload(spec: StackSpec, model: str, prompt: str, decoding: Decoding) -> dict[str, Any]:
+    """A raw text completion (OpenAI /v1/completions) body: the prompt as rendered by the harness, the same
+    request fields and full sampler as a chat request, no tools and no template applied by the stack."""
+    return {"model": model, "prompt": prompt, **spec.request_fields, **sampler_fields(spec, decoding), **decoding.extra}
+
+
 def token_counts(body: Any) -> TokenCounts:
     if not isinstance(body, dict):
         return TokenCounts()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from orchestrator.core.classify import classify
 from orchestrator.core.types import Classification, Outcome, ToolsMode
@@ -16,6 +16,7 @@ from orchestrator.serving.chatapi import Decoding, build_payload, post_chat
 from orchestrator.serving.launchers import ServerHandle, auth_headers
 from orchestrator.serving.readiness import server_facts
 from orchestrator.serving.registry import load_stack
+from orchestrator.serving.render import canary, sampling_defaults
 from orchestrator.serving.serverconfig import ServerConfig
 
 # parser_rejected: the stack's tool-call parser is wired and failed on what the model generated (a 5xx that
@@ -60,6 +61,8 @@ class ProbeResult(BaseModel):
     capabilities: dict[str, Any]
     server: dict[str, Any]
     raw_content: str | None = None
+    canary: dict[str, Any] | None = Field(None, description="The canary conversation as the server rendered it.")
+    sampling_defaults: dict[str, Any] | None = Field(None, description="The sampler for fields a request omits.")
 
 
 def verdict_for(result: Classification) -> Verdict:
@@ -113,4 +116,6 @@ def probe(handle: ServerHandle, config: ServerConfig, decoding: Decoding = PROBE
         capabilities=facts["capabilities"],
         server=handle.describe(),
         raw_content=verdict.raw_content,
+        canary=canary(handle.base_url, spec, config.model.name, headers),
+        sampling_defaults=sampling_defaults(spec, facts["capabilities"]),
     )

@@ -193,11 +193,45 @@ class PromptCache(_Strict):
         return self
 
 
+class PromptRender(_Strict):
+    """How the stack renders a conversation with its own chat template without generating (the canary prompt,
+    per-turn prompt length). apply_template: POST `path` {messages, tools} -> text at `field`, counted by POST
+    `tokenize_path` {content, add_special}; tokenize_chat: POST `tokenize_path` {model, messages, tools,
+    add_generation_prompt} -> tokens, read back as text by POST `detokenize_path` {model, tokens}."""
+
+    kind: Literal["apply_template", "tokenize_chat"]
+    path: str | None = Field(None, description="apply_template: the render endpoint.")
+    field: str = "prompt"
+    tokenize_path: str = "/tokenize"
+    detokenize_path: str | None = None
+
+
+class SamplingDefaults(_Strict):
+    """The sampler the server applies to a field a request leaves out: read from one of its capability
+    probes when it says (`capability` + `field`, in the stack's names mapped back by `names`), else the
+    documented built-in values of the pinned version (`builtin`, canonical names)."""
+
+    capability: str | None = Field(None, description="A capabilities key, e.g. '/props#default_generation_settings'.")
+    field: str = ""
+    names: dict[SamplerParam, str] = Field(default_factory=dict)
+    builtin: dict[SamplerParam, float | int] = Field(default_factory=dict)
+    unsent_off: dict[str, float | int] = Field(
+        default_factory=dict,
+        description="Stack-only sampler stages (no canonical name, never sent) -> the value that turns them off.",
+    )
+    note: str = ""
+
+
 class StackSpec(_Strict):
     name: str
     description: str
     api: Literal["openai", "ollama"] = Field(description="Which chat API the harness speaks to it.")
     chat_path: str = "/v1/chat/completions"
+    completion_path: str | None = Field(
+        None, description="Raw text completion (OpenAI /v1/completions): the raw-template mode's endpoint; null: none."
+    )
+    render: PromptRender | None = Field(None, description="How the stack renders a prompt itself; null: it cannot.")
+    sampling_defaults: SamplingDefaults = Field(default_factory=SamplingDefaults)
     model_source: Literal["gguf_file", "hf_dir", "ollama_tag", "remote"]
     images: dict[Host, ImageRef] = Field(default_factory=dict)
     launch: Launch | None = Field(None, description="null for stacks that are only attached to (hosted).")
