@@ -355,3 +355,7 @@ def report_command(
     console.print(wide.to_string() if not wide.empty else "(no cells)", highlight=False, soft_wrap=True)
     for path in written:
         console.print(f"wrote {path}", highlight=False)
+
+
+# Commands that explain a finished run live in their own modules; importing them registers them on `app`.
+from orchestrator.cli import audit, diff, triage  # noqa: E402,F401

@@ -1,0 +1,103 @@
+"""`orchestrate audit`: recount trajectories from other harnesses whose generic error text became "no call".
+
+The work is in analysis/audit.py; this module parses the options and prints (JSON, or two rich tables).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.analysis.audit import DEFAULT_PATTERN, AuditReport, Figures, audit
+from orchestrator.cli import app, console, fail
+from orchestrator.core.jsonl import InputError
+from orchestrator.core.stats import BootstrapSettings
+from orchestrator.core.types import ToolsMode
+
+
+def _pct(value: float | None) -> str:
+    return "undefined" if value is None else f"{100 * value:.1f}%"
+
+
+def _short(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _interval(figures: Figures) -> str:
+    if figures.ci_low is None or figures.ci_high is None:
+        return "—"
+    return f"[{100 * figures.ci_low:.1f}, {100 * figures.ci_high:.1f}]"
+
+
+def summary_view(report: AuditReport) -> Table:
+    """Naive vs corrected, side by side."""
+    view = Table(title=escape(f"audit of {report.path}: naive vs corrected"))
+    for column in ("figure", "naive", "corrected"):
+        view.add_column(column)
+    naive, corrected = report.naive, report.corrected
+    view.add_row("per-seed mean", _pct(naive.per_seed_mean), _pct(corrected.per_seed_mean))
+    view.add_row("95% CI (seed bootstrap)", _interval(naive), _interval(corrected))
+    view.add_row("turn-pooled", _pct(naive.pooled), _pct(corrected.pooled))
+    view.add_row(
+        "valid / eligible turns", f"{naive.n_valid}/{naive.n_eligible}", f"{corrected.n_valid}/{corrected.n_eligible}"
+    )
+    view.add_row(
+        "defined seeds",
+        f"{naive.n_defined_seeds}/{len(report.seeds)}",
+        f"{corrected.n_defined_seeds}/{len(report.seeds)}",
+    )
+    for outcome, count in report.outcomes_naive.items():
+        view.add_row(f"  {outcome}", str(count), str(report.outcomes_corrected[outcome]))
+    view.caption = escape(
+        f"{report.n_assistant_turns} assistant turns, {report.n_generic_error} generic-error turns "
+        f"({report.pattern!r}); mode {report.mode.value}; tools from {report.tools_source}; "
+        f"bootstrap {report.bootstrap.resamples} resamples, rng seed {report.bootstrap.rng_seed}"
+    )
+    return view
+
+
+def seeds_view(report: AuditReport) -> Table:
+    """One row per seed: what the generic-error turns did to its fidelity."""
+    view = Table(title="per seed", caption="fidelity = valid / eligible turns; — = undefined (no eligible turn)")
+    view.add_column("seed", overflow="fold")  # a seed id is how one finds the file: never cut it short
+    for column in ("turns", "generic", "naive", "corrected"):
+        view.add_column(column, no_wrap=True)
+    for row in report.seeds:
+        naive = f"{_short(row.naive)} ({row.naive_valid}/{row.naive_eligible})"
+        corrected = f"{_short(row.corrected)} ({row.corrected_valid}/{row.corrected_eligible})"
+        view.add_row(escape(row.seed), str(row.n_turns), str(row.n_generic_error), naive, corrected)
+    return view
+
+
+@app.command("audit")
+def audit_command(
+    path: Annotated[
+        Path, typer.Argument(help="A LOCA-bench run dir (tasks/*/state*/trajectory.json), a .json or a .jsonl file.")
+    ],
+    pattern: Annotated[str, typer.Option(help="Text of the harness's folded error message.")] = DEFAULT_PATTERN,
+    tools: Annotated[
+        Path | None, typer.Option(help="JSON list of OpenAI tools (or {'tools': [...]}) for files that list none.")
+    ] = None,
+    mode: Annotated[ToolsMode, typer.Option(help="The tools mode the harness used.")] = ToolsMode.NATIVE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = BootstrapSettings().resamples,
+    rng_seed: Annotated[int, typer.Option(help="Bootstrap RNG seed (recorded).")] = BootstrapSettings().rng_seed,
+) -> None:
+    """Find turns where a generic error text was counted as "no tool call", relabel, and recount."""
+    settings = BootstrapSettings(resamples=resamples, rng_seed=rng_seed)
+    try:
+        report = audit(path, pattern=pattern, tools_file=tools, mode=mode, settings=settings)
+    except InputError as exc:
+        fail(escape(str(exc)))  # file names and JSON excerpts may hold [brackets] rich would read as markup
+        return
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+        return
+    console.print(summary_view(report))
+    console.print(seeds_view(report))

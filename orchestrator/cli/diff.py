@@ -1,0 +1,155 @@
+"""`orchestrate diff`: run B against run A (or, with --within, one stack config against another in one run),
+cell by cell and seed-paired, with a multiple-comparison correction and what changed in each cell's config.
+Thin: the comparison lives in analysis/diff.py; this parses, prints and sets the exit status."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.table import Table
+
+from orchestrator.analysis.diff import CORRECTIONS, CellDiff, DiffError, RunDiff, diff_runs, diff_within
+from orchestrator.cli import app, console, fail
+from orchestrator.core.stats import FEW_SEEDS_THRESHOLD, BootstrapSettings
+
+WIDE_LAYOUT = 140  # columns: below this the cell names and config changes move under the table
+MAX_FLAGS_SHOWN = 6  # a cross-stack argv differs almost everywhere; --json lists every flag
+VERDICT_STYLE = {"regression": "bold red", "improvement": "bold green", "no_change": "", "undefined": "dim"}
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    """Fidelity in percent (points for a difference), as the wide report writes it; --json keeps the fractions."""
+    return "—" if value is None else f"{100 * value:{'+' if signed else ''}.1f}"
+
+
+def _p(value: float | None) -> str:
+    return "—" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
+
+
+def _fields(cell: CellDiff) -> str:
+    """The changed config fields; one missing from a side's cell file is marked, not shown as a change to null."""
+    marks = {"absent_in_a": " (absent in A)", "absent_in_b": " (absent in B)"}
+    return ", ".join(change.field + marks.get(change.status, "") for change in cell.config_changes) or "—"
+
+
+def _flags(cell: CellDiff) -> str:
+    """The argv flags added and removed (words, not +/- signs: a removed `--jinja` would read `---jinja`), a few
+    of each (a cross-stack argv differs almost everywhere)."""
+    parts = []
+    for name, flags in (("added", cell.flags_added), ("removed", cell.flags_removed)):
+        if flags:
+            more = f" (+{len(flags) - MAX_FLAGS_SHOWN} more, see --json)" if len(flags) > MAX_FLAGS_SHOWN else ""
+            parts.append(f"{name} " + ", ".join(flags[:MAX_FLAGS_SHOWN]) + more)
+    return "; ".join(parts)
+
+
+def diff_view(result: RunDiff, width: int) -> Table:
+    """One row per cell. A wide terminal gets the cell id and its changed config fields in the row; a narrow one
+    (CI logs are 80 columns) numbers the rows, and `_footer` names each number's cell and its changes."""
+    wide = width >= WIDE_LAYOUT
+    a, b = result.within or [result.run_a, result.run_b]
+    title = f"diff {b} − {a}" + (f" (within {result.run_a})" if result.within else "")
+    view = Table(title=title, box=box.SIMPLE_HEAD, collapse_padding=True)
+    view.add_column("cell" if wide else "#", overflow="fold", min_width=24 if wide else None)
+    for column in ("seeds", "A %", "B %", "Δ pts [95% CI]", "p", "p adj", "verdict"):
+        view.add_column(column, no_wrap=True)  # figures and verdicts stay whole; names fold
+    if wide:
+        view.add_column("config changes", overflow="fold", min_width=24)
+    for number, cell in enumerate(result.cells, start=1):
+        interval = "—"
+        if cell.delta is not None:
+            interval = f"{_pct(cell.delta, True)} [{_pct(cell.ci_low, True)}, {_pct(cell.ci_high, True)}]"
+        style = VERDICT_STYLE[cell.verdict]
+        view.add_row(
+            cell.cell_id if wide else str(number),
+            str(cell.n_paired_seeds) + ("*" if cell.few_seeds else ""),
+            _pct(cell.mean_a),
+            _pct(cell.mean_b),
+            interval,
+            _p(cell.p_value),
+            _p(cell.p_adjusted),
+            f"[{style}]{cell.verdict}[/]" if style else cell.verdict,
+            *([_fields(cell)] if wide else []),
+        )
+    return view
+
+
+def _cell_lines(result: RunDiff, wide: bool) -> list[str]:
+    """Per cell, what the table has no room for: its name and config changes (narrow), argv flags, seeds."""
+    lines = []
+    for number, cell in enumerate(result.cells, start=1):
+        name = cell.cell_id if wide else f"#{number} {cell.cell_id}"
+        if not wide:
+            lines.append(f"{name}: config changes: {_fields(cell)}")
+        if _flags(cell):
+            lines.append(f"{name}: argv: {_flags(cell)}")
+        for side, seeds in (("A", cell.seeds_only_in_a), ("B", cell.seeds_only_in_b)):
+            if seeds:
+                lines.append(f"{name}: seeds only in {side}: {', '.join(seeds)}")
+        if cell.verdict != "undefined" and (cell.n_undefined_a or cell.n_undefined_b):  # undefined says it all
+            lines.append(
+                f"{name}: seeds undefined (no eligible turn) in A: {cell.n_undefined_a}, in B: {cell.n_undefined_b}"
+            )
+    return lines
+
+
+def _footer(result: RunDiff, wide: bool) -> list[str]:
+    few = any(cell.few_seeds for cell in result.cells)
+    lines = [
+        f"correction: {result.correction} over {result.n_compared} cell(s), alpha {result.alpha}; "
+        f"paired seed bootstrap: {result.resamples} resamples, rng seed {result.rng_seed}, "
+        f"{round(100 * result.confidence)}% interval",
+        f"regressions: {result.regressions}, improvements: {result.improvements}"
+        + (f"; * fewer than {FEW_SEEDS_THRESHOLD} paired seeds" if few else ""),
+    ]
+    for side, cells in (("A", result.only_in_a), ("B", result.only_in_b)):
+        if cells:
+            lines.append(f"cells only in {side}: {', '.join(cells)}")
+    return lines + _cell_lines(result, wide)
+
+
+@app.command("diff")
+def diff_command(
+    runs: Annotated[list[Path], typer.Argument(help="RUN_A RUN_B (results/<run_id>), or one RUN with --within.")],
+    within: Annotated[
+        tuple[str, str] | None,
+        typer.Option("--within", metavar="STACK_A STACK_B", help="Compare two stack configs of one RUN."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    fail_on_regression: Annotated[
+        bool, typer.Option("--fail-on-regression", help="Exit 1 when any cell is a regression.")
+    ] = False,
+    correction: Annotated[str, typer.Option(help=f"Multiple-comparison correction: {' | '.join(CORRECTIONS)}.")] = (
+        "holm"
+    ),
+    alpha: Annotated[float, typer.Option(help="Significance level, after the correction.")] = 0.05,
+    resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = BootstrapSettings().resamples,
+    rng_seed: Annotated[int, typer.Option(help="Bootstrap RNG seed (recorded).")] = BootstrapSettings().rng_seed,
+) -> None:
+    """Seed-paired fidelity difference B − A per cell, with a bootstrap interval, corrected p-values, a verdict
+    (regression | improvement | no_change | undefined) and the config fields that changed."""
+    settings = BootstrapSettings(resamples=resamples, rng_seed=rng_seed)
+    try:
+        if within is not None:
+            if len(runs) != 1:
+                fail(f"--within compares two stack configs of one run: give one RUN, not {len(runs)}")
+            result = diff_within(runs[0], *within, correction=correction, alpha=alpha, settings=settings)
+        else:
+            if len(runs) != 2:
+                fail(f"give two runs (RUN_A RUN_B), or one RUN with --within STACK_A STACK_B; got {len(runs)}")
+            result = diff_runs(runs[0], runs[1], correction=correction, alpha=alpha, settings=settings)
+    except DiffError as exc:
+        fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
+    else:
+        console.print(diff_view(result, console.width))
+        for line in _footer(result, console.width >= WIDE_LAYOUT):
+            console.print(line, highlight=False, soft_wrap=True)
+    if fail_on_regression and result.regressions:
+        raise typer.Exit(1)

@@ -1,0 +1,1 @@
+"""`orchestrate triage`: filled in by its issue-11 work."""
