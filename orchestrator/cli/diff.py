@@ -98,19 +98,33 @@ def _cell_lines(result: RunDiff, wide: bool) -> list[str]:
     return lines
 
 
+def _detectability(result: RunDiff) -> list[str]:
+    """The note when no compared cell can reach corrected significance, else how many cannot (if any)."""
+    if result.min_seeds_note:
+        return [f"note: {result.min_seeds_note}"]
+    blind = [cell for cell in result.cells if cell.p_floor is not None and not cell.detectable]
+    if not blind:
+        return []
+    return [
+        f"{len(blind)} of {result.n_compared} compared cell(s) cannot reach corrected significance with the seeds "
+        "that differ (p_floor, detectable in --json)"
+    ]
+
+
 def _footer(result: RunDiff, wide: bool) -> list[str]:
     few = any(cell.few_seeds for cell in result.cells)
+    selected = f" matching --cell {' '.join(result.cell_globs)}" if result.cell_globs else ""
     lines = [
-        f"correction: {result.correction} over {result.n_compared} cell(s), alpha {result.alpha}; "
-        f"paired seed bootstrap: {result.resamples} resamples, rng seed {result.rng_seed}, "
-        f"{round(100 * result.confidence)}% interval",
+        f"correction: {result.correction} over {result.n_compared} cell(s){selected}, alpha {result.alpha}; "
+        f"p: {result.test}; interval: paired seed bootstrap, {result.resamples} resamples, "
+        f"rng seed {result.rng_seed}, {round(100 * result.confidence)}%",
         f"regressions: {result.regressions}, improvements: {result.improvements}"
         + (f"; * fewer than {FEW_SEEDS_THRESHOLD} paired seeds" if few else ""),
     ]
     for side, cells in (("A", result.only_in_a), ("B", result.only_in_b)):
         if cells:
             lines.append(f"cells only in {side}: {', '.join(cells)}")
-    return lines + _cell_lines(result, wide)
+    return lines + _cell_lines(result, wide) + _detectability(result)  # last: the tail of a CI log shows it
 
 
 @app.command("diff")
@@ -120,6 +134,14 @@ def diff_command(
         tuple[str, str] | None,
         typer.Option("--within", metavar="STACK_A STACK_B", help="Compare two stack configs of one RUN."),
     ] = None,
+    cell: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cell",
+            metavar="GLOB",
+            help="Compare (and correct together) only the cells whose id (as shown) matches; repeatable.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     fail_on_regression: Annotated[
         bool, typer.Option("--fail-on-regression", help="Exit 1 when any cell is a regression.")
@@ -128,21 +150,24 @@ def diff_command(
         "holm"
     ),
     alpha: Annotated[float, typer.Option(help="Significance level, after the correction.")] = 0.05,
-    resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = BootstrapSettings().resamples,
+    resamples: Annotated[
+        int, typer.Option(min=1, help="Bootstrap resamples (and sign vectors past n = 16).")
+    ] = BootstrapSettings().resamples,
     rng_seed: Annotated[int, typer.Option(help="Bootstrap RNG seed (recorded).")] = BootstrapSettings().rng_seed,
 ) -> None:
-    """Seed-paired fidelity difference B − A per cell, with a bootstrap interval, corrected p-values, a verdict
-    (regression | improvement | no_change | undefined) and the config fields that changed."""
+    """Seed-paired fidelity difference B − A per cell, with a bootstrap interval, a sign-flip permutation
+    p-value corrected across the compared cells, a verdict (regression | improvement | no_change | undefined)
+    and the config fields that changed."""
     settings = BootstrapSettings(resamples=resamples, rng_seed=rng_seed)
     try:
         if within is not None:
             if len(runs) != 1:
                 fail(f"--within compares two stack configs of one run: give one RUN, not {len(runs)}")
-            result = diff_within(runs[0], *within, correction=correction, alpha=alpha, settings=settings)
+            result = diff_within(runs[0], *within, correction=correction, alpha=alpha, settings=settings, cells=cell)
         else:
             if len(runs) != 2:
                 fail(f"give two runs (RUN_A RUN_B), or one RUN with --within STACK_A STACK_B; got {len(runs)}")
-            result = diff_runs(runs[0], runs[1], correction=correction, alpha=alpha, settings=settings)
+            result = diff_runs(runs[0], runs[1], correction=correction, alpha=alpha, settings=settings, cells=cell)
     except DiffError as exc:
         fail(str(exc))
     if as_json:
