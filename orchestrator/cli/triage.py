@@ -1,1 +1,59 @@
-"""`orchestrate triage`: filled in by its issue-11 work."""
+"""`orchestrate triage RUN_DIR`: one verdict, with its evidence, for every low cell of a stored run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.analysis.triage import DEFAULT_THRESHOLD, TriageError, summary, triage_run
+from orchestrator.cli import app, console, fail
+
+
+def _percent(value: float | None) -> str:
+    return "undef" if value is None else f"{100 * value:.0f}"
+
+
+@app.command("triage")
+def triage_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (results/<run_id>).")],
+    threshold: Annotated[
+        float, typer.Option(help="A cell below this per-seed fidelity is triaged.")
+    ] = DEFAULT_THRESHOLD,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per low cell, one per line.")] = False,
+) -> None:
+    """Why each low cell is low: refused, no_response, no_parser, parser_loss, template_differs,
+    sampling_differs, truncated, or (only then) the model."""
+    try:
+        verdicts = triage_run(run_dir, threshold)
+    except TriageError as exc:
+        fail(escape(str(exc)))
+        return
+    if as_json:
+        for verdict in verdicts:
+            typer.echo(json.dumps(verdict.to_json(), default=str, allow_nan=False))
+        return
+    table = Table(title=f"triage {run_dir.name} (cells below {100 * threshold:.0f}% or undefined)")
+    for column in ("cell", "fidelity", "verdict", "evidence"):
+        table.add_column(column, overflow="fold")
+    for verdict in verdicts:
+        figure = f"{_percent(verdict.per_seed_mean)} [{_percent(verdict.ci_low)},{_percent(verdict.ci_high)}]"
+        table.add_row(
+            escape(verdict.cell_id), figure, verdict.verdict, escape(summary(verdict.verdict, verdict.evidence))
+        )
+    console.print(table)
+    for verdict in verdicts:  # the canary diff is what a person needs to see for a template verdict
+        if verdict.evidence.get("hunk"):
+            console.print(
+                f"[bold]{escape(verdict.cell_id)}[/] canary diff:\n" + escape("\n".join(verdict.evidence["hunk"]))
+            )
+    console.print(
+        f"{len(verdicts)} low cell(s); counts: "
+        + ", ".join(
+            f"{name} {sum(v.verdict == name for v in verdicts)}" for name in sorted({v.verdict for v in verdicts})
+        )
+    )

@@ -1,0 +1,357 @@
+"""`orchestrate triage`: why is a cell low? One verdict per low cell, with its evidence, from a stored run only.
+
+A cell is low when its per-seed fidelity is below the threshold (default 50%) or undefined. The checks run in
+a fixed order and stop at the first cause found (SPEC §8, extended by the provenance a cell records):
+
+1. refused      - the server refused most of the cell's requests (4xx or a refusal signature);
+2. no_response  - most requests got no usable answer (timeouts, 5xx, retries exhausted), or it never started;
+3. no_parser    - the mode sends `tools=` and the stack config has no tool-call parser (flags);
+4. parser_loss  - in a mode the stack parses, most failed turns hold a call the stack did not parse
+                  (`text_call_recoverable`, or the stack's parser rejected the output), with the raw-template
+                  cell beside it (same template, harness-rendered, reference parser) where the run has one;
+5. template_differs / sampling_differs / truncated - a peer cell (same model and mode, another stack config)
+   scores at least `PEER_GAP` higher and the prompt it got differs: the canary prompt each stack rendered, the
+   sampler each applied, or the server silently dropped part of this cell's prompt;
+6. model        - none of the above: the model's own answers, with what was ruled out.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from orchestrator.analysis.report import long_table
+from orchestrator.core.modes import mode_of
+from orchestrator.core.replyfacts import PROMPT_TRUNCATED_FLAG
+from orchestrator.core.types import Outcome
+from orchestrator.runner.store import RunStore, StoreError, counted_turns
+
+Verdict = Literal[
+    "refused", "no_response", "no_parser", "parser_loss", "template_differs", "sampling_differs", "truncated", "model"
+]
+VERDICTS: tuple[str, ...] = Verdict.__args__  # type: ignore[attr-defined]
+DEFAULT_THRESHOLD = 0.5
+MAJORITY = 0.5  # a cause explains a cell when it covers at least this share of the turns in question
+PEER_GAP = 0.10  # a peer must score this much higher for a prompt difference to be a candidate cause
+SERVER_PARSER_REJECTED = "parse:server_rejected_output"
+HUNK_LINES = 24
+
+
+class TriageError(ValueError):
+    """The run directory cannot be read (named)."""
+
+
+@dataclass
+class CellTriage:
+    cell_id: str
+    stack_config: str
+    model: str
+    tools_mode: str
+    per_seed_mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_seeds: int
+    verdict: str = "model"
+    evidence: dict[str, Any] = field(default_factory=dict)
+    ruled_out: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return _no_nan({**self.__dict__, "summary": summary(self.verdict, self.evidence)})
+
+
+def _no_nan(value: Any) -> Any:
+    """Strict JSON: pandas writes an undefined figure as NaN; it leaves here as null."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {key: _no_nan(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_no_nan(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True)
+class CellFacts:
+    """What triage reads about one cell: its config record, its statistics row, its counted turns."""
+
+    config: dict[str, Any]
+    row: dict[str, Any]
+    turns: list[dict[str, Any]]
+
+    @property
+    def mean(self) -> float | None:
+        value = self.row.get("per_seed_mean")
+        return None if value is None or value != value else float(value)  # NaN (undefined) -> None
+
+
+def load_facts(run_dir: Path) -> dict[str, CellFacts]:
+    if not (run_dir / "manifest.json").is_file():
+        raise TriageError(f"{run_dir}: not a run directory (no manifest.json)")
+    store = RunStore(run_dir)
+    try:
+        table = long_table(store)
+        configs = {cell["cell_id"]: cell for cell in store.read_cells()}
+        turns = store.read_turns()
+    except (StoreError, KeyError, ValueError) as exc:
+        raise TriageError(f"{run_dir}: cannot read the run: {exc}") from exc
+    by_cell: dict[str, list[dict[str, Any]]] = {}
+    for turn in turns:
+        by_cell.setdefault(turn["cell_id"], []).append(turn)
+    rows = {row["cell_id"]: row for row in table.to_dict("records")} if len(table) else {}
+    return {cid: CellFacts(configs[cid], rows.get(cid, {}), counted_turns(by_cell.get(cid, []))) for cid in configs}
+
+
+def _share(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+def _refused_or_silent(facts: CellFacts) -> tuple[str, dict[str, Any]] | None:
+    turns, config = facts.turns, facts.config
+    if not turns:
+        return "no_response", {"cell_status": config.get("status"), "error": config.get("error"), "n_turns": 0}
+    outcomes = Counter(t["outcome"] for t in turns)
+    details = Counter(t.get("detail") for t in turns if t["outcome"] in ("rejected_request", "non_response"))
+    for verdict, outcome in (("refused", "rejected_request"), ("no_response", "non_response")):
+        if _share(outcomes[outcome], len(turns)) >= MAJORITY:
+            example = next((t for t in turns if t["outcome"] == outcome), {})
+            return verdict, {
+                f"n_{outcome}": outcomes[outcome],
+                "n_turns": len(turns),
+                "details": dict(details.most_common()),
+                "http_status": example.get("http_status"),
+                "error_body": str((example.get("error") or {}).get("body"))[:300],
+            }
+    return None
+
+
+def _no_parser(facts: CellFacts) -> dict[str, Any] | None:
+    config = facts.config
+    if not mode_of(config["tools_mode"]).sends_tools or config.get("parser") is not None:
+        return None
+    in_text = sum(1 for t in facts.turns if t.get("text_call_recoverable"))
+    return {"tool_flags": config.get("tool_flags"), "parser": None, "n_turns_with_call_in_text": in_text}
+
+
+def _parser_loss(facts: CellFacts, raw: CellFacts | None) -> dict[str, Any] | None:
+    if mode_of(facts.config["tools_mode"]).parse_path != "server":
+        return None
+    eligible = [t for t in facts.turns if t["outcome"] not in ("rejected_request", "non_response")]
+    failed = [t for t in eligible if t["outcome"] != Outcome.VALID_CALL.value]
+    lost = [
+        t
+        for t in failed
+        if t["outcome"] == Outcome.UNPARSEABLE_TEXT.value
+        and (t.get("text_call_recoverable") or t.get("detail") == SERVER_PARSER_REJECTED)
+    ]
+    if not failed or _share(len(lost), len(failed)) < MAJORITY:
+        return None
+    evidence: dict[str, Any] = {
+        "n_parse_lost": len(lost),
+        "n_failed_turns": len(failed),
+        "n_eligible_turns": len(eligible),
+        "call_formats_in_text": dict(Counter(t.get("call_format") for t in lost).most_common()),
+        "example": (lost[0].get("raw_content") or "")[:200],
+    }
+    if raw is not None:
+        evidence["raw_template"] = {"cell_id": raw.config["cell_id"], **_figure(raw)}
+    return evidence
+
+
+def _figure(facts: CellFacts) -> dict[str, Any]:
+    row = facts.row
+    return {
+        "per_seed_mean": facts.mean,
+        "ci_low": row.get("ci_low"),
+        "ci_high": row.get("ci_high"),
+        "n_seeds": row.get("n_seeds"),
+    }
+
+
+def effective_sampler(config: dict[str, Any]) -> dict[str, Any]:
+    """What the server samples with: each canonical field as sent, else the server's default; plus the
+    stack-only stages the server runs with a non-off default."""
+    decoding = dict(config.get("decoding") or {})
+    not_sent = set(((config.get("sampler") or {}).get("not_sent") or {}).keys())
+    defaults = (config.get("sampling_defaults") or {}).get("values") or {}
+    sampler = {
+        name: (defaults.get(name, "unknown") if name in not_sent else value)
+        for name, value in decoding.items()
+        if name not in ("seed", "extra")
+    }
+    active = (config.get("sampling_defaults") or {}).get("active_unsent")
+    return {**sampler, "active_stack_stages": active}
+
+
+def canary_hunk(before: str, after: str, names: tuple[str, str]) -> list[str]:
+    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), *names, n=1, lineterm="")
+    return list(lines)[:HUNK_LINES]
+
+
+def _prompt_causes(facts: CellFacts, peers: list[CellFacts]) -> tuple[str, dict[str, Any]] | None:
+    """Template, sampler or truncation: only against a peer that scores PEER_GAP higher on the same weights."""
+    mine = facts.mean or 0.0
+    better = [p for p in peers if p.mean is not None and p.mean - mine >= PEER_GAP]
+    canary = facts.config.get("canary") or {}
+    for peer in better:
+        theirs = peer.config.get("canary") or {}
+        if canary.get("sha256") and theirs.get("sha256") and canary["sha256"] != theirs["sha256"]:
+            names = (facts.config["stack_label"], peer.config["stack_label"])
+            return "template_differs", {
+                "peer": {"cell_id": peer.config["cell_id"], **_figure(peer)},
+                "canary_sha256": {names[0]: canary["sha256"], names[1]: theirs["sha256"]},
+                "hunk": canary_hunk(canary.get("prompt") or "", theirs.get("prompt") or "", names),
+            }
+    for peer in better:
+        mine_sampler, theirs_sampler = effective_sampler(facts.config), effective_sampler(peer.config)
+        changed = {k: [mine_sampler.get(k), theirs_sampler.get(k)] for k in mine_sampler | theirs_sampler
+                   if mine_sampler.get(k) != theirs_sampler.get(k)}  # fmt: skip
+        if changed:
+            return "sampling_differs", {"peer": {"cell_id": peer.config["cell_id"], **_figure(peer)}, "fields": changed}
+    cut = [t for t in facts.turns if PROMPT_TRUNCATED_FLAG in (t.get("flags") or [])]
+    if cut:
+        return "truncated", {
+            "n_truncated_turns": len(cut),
+            "example": {
+                "tokens_used": cut[0]["tokens"].get("prompt"),
+                "rendered": cut[0].get("prompt_tokens_rendered"),
+            },
+        }
+    return None
+
+
+def _peers(facts: CellFacts, everything: dict[str, CellFacts]) -> list[CellFacts]:
+    """Same weights (model), same mode, another stack config."""
+    config = facts.config
+    return [
+        other
+        for other in everything.values()
+        if other.config["model"] == config["model"]
+        and other.config["tools_mode"] == config["tools_mode"]
+        and other.config["stack_label"] != config["stack_label"]
+    ]
+
+
+def _raw_template_cell(facts: CellFacts, everything: dict[str, CellFacts]) -> CellFacts | None:
+    """The raw-template cell on the same stack (any tool configuration: raw-template sends none) and model."""
+    config = facts.config
+    return next(
+        (
+            other
+            for other in everything.values()
+            if other.config["tools_mode"] == "raw-template"
+            and other.config["stack"] == config["stack"]
+            and other.config["model"] == config["model"]
+        ),
+        None,
+    )
+
+
+def _model_evidence(facts: CellFacts, peers: list[CellFacts], raw: CellFacts | None) -> dict[str, Any]:
+    outcomes = Counter(t["outcome"] for t in facts.turns)
+    evidence: dict[str, Any] = {
+        "outcomes": dict(outcomes.most_common()),
+        "peers": [{"cell_id": p.config["cell_id"], **_figure(p)} for p in peers],
+        "canary_sha256": (facts.config.get("canary") or {}).get("sha256"),
+        "peer_canaries_equal": [
+            p.config["cell_id"]
+            for p in peers
+            if (p.config.get("canary") or {}).get("sha256") == (facts.config.get("canary") or {}).get("sha256")
+            and (p.config.get("canary") or {}).get("sha256")
+        ],
+    }
+    if raw is not None and raw.config["cell_id"] != facts.config["cell_id"]:
+        evidence["raw_template"] = {"cell_id": raw.config["cell_id"], **_figure(raw)}
+    return evidence
+
+
+def triage_cell(facts: CellFacts, everything: dict[str, CellFacts]) -> CellTriage:
+    config, row = facts.config, facts.row
+    result = CellTriage(
+        cell_id=config["cell_id"],
+        stack_config=config["stack_label"],
+        model=config["model"],
+        tools_mode=config["tools_mode"],
+        per_seed_mean=facts.mean,
+        ci_low=row.get("ci_low"),
+        ci_high=row.get("ci_high"),
+        n_seeds=int(row.get("n_seeds") or 0),
+    )
+    peers, raw = _peers(facts, everything), _raw_template_cell(facts, everything)
+    found = _refused_or_silent(facts)
+    if found is None:
+        result.ruled_out += ["refused", "no_response"]
+        parser = _no_parser(facts)
+        found = ("no_parser", parser) if parser is not None else None
+    if found is None:
+        result.ruled_out.append("no_parser")
+        loss = _parser_loss(facts, raw)
+        found = ("parser_loss", loss) if loss is not None else None
+    if found is None:
+        result.ruled_out.append("parser_loss")
+        found = _prompt_causes(facts, peers)
+    if found is None:
+        result.ruled_out += ["template_differs", "sampling_differs", "truncated"]
+        found = ("model", _model_evidence(facts, peers, raw))
+    result.verdict, result.evidence = found
+    return result
+
+
+def is_low(facts: CellFacts, threshold: float) -> bool:
+    return facts.mean is None or facts.mean < threshold
+
+
+def triage_run(run_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> list[CellTriage]:
+    """A verdict for every low cell of the run, in run order."""
+    if not 0 < threshold <= 1:
+        raise TriageError(f"--threshold {threshold}: must lie in (0, 1]")
+    everything = load_facts(run_dir)
+    ordered = sorted(everything.values(), key=lambda f: (int(f.config.get("order") or 0), f.config["cell_id"]))
+    return [triage_cell(facts, everything) for facts in ordered if is_low(facts, threshold)]
+
+
+def _pct(figure: dict[str, Any]) -> str:
+    def one(value: Any) -> str:
+        return "undef" if value is None or value != value else f"{100 * float(value):.0f}"
+
+    if figure.get("per_seed_mean") is None:
+        return "undefined"
+    return f"{one(figure.get('per_seed_mean'))}% [{one(figure.get('ci_low'))},{one(figure.get('ci_high'))}]"
+
+
+def summary(verdict: str, evidence: dict[str, Any]) -> str:
+    """One line a person reads: the cause and the numbers behind it."""
+    if verdict in ("refused", "no_response"):
+        count = evidence.get("n_rejected_request", evidence.get("n_non_response", 0))
+        if not evidence.get("n_turns"):
+            return f"no turns: the cell {evidence.get('cell_status')} ({str(evidence.get('error'))[:80]})"
+        details, status = evidence.get("details"), evidence.get("http_status")
+        return f"{count}/{evidence['n_turns']} turns {verdict} {details} HTTP {status}"
+    if verdict == "no_parser":
+        in_text = evidence["n_turns_with_call_in_text"]
+        return f"tools sent, flags {evidence['tool_flags']} wire no parser; {in_text} turns hold a call in text"
+    if verdict == "parser_loss":
+        raw = evidence.get("raw_template")
+        beside = f"; raw-template (same weights, reference parser) {_pct(raw)}" if raw else ""
+        return (
+            f"{evidence['n_parse_lost']}/{evidence['n_failed_turns']} failed turns hold a call the stack did not parse "
+            f"{evidence['call_formats_in_text']}{beside}"
+        )
+    if verdict in ("template_differs", "sampling_differs"):
+        what = (
+            "canary prompts differ"
+            if verdict == "template_differs"
+            else f"sampler differs in {list(evidence['fields'])}"
+        )
+        return f"{evidence['peer']['cell_id']} scores {_pct(evidence['peer'])}; {what}"
+    if verdict == "truncated":
+        return f"{evidence['n_truncated_turns']} turn(s) used fewer prompt tokens than rendered: {evidence['example']}"
+    peers = ", ".join(
+        f"{p['cell_id'].split('__')[0]} {_pct(p)}"
+        + (" same canary" if p["cell_id"] in evidence["peer_canaries_equal"] else "")
+        for p in evidence["peers"]
+    )
+    raw = evidence.get("raw_template")
+    return f"outcomes {evidence['outcomes']}; peers: {peers or 'none'}" + (f"; raw-template {_pct(raw)}" if raw else "")

@@ -1,0 +1,222 @@
+"""`orchestrate triage`: one verdict per low cell, in the fixed order, on the committed CPU run and on copies of
+it changed so that each later cause is the first one found."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.analysis.triage import VERDICTS, triage_run
+from orchestrator.cli import app
+from tests.conftest import REPO
+
+CPU_RUN = REPO / "results" / "examples" / "20261203T131653Z-cpu-87d008"
+QWEN = "qwen2.5-coder-0.5b-instruct"
+runner = CliRunner()
+
+
+def copy_run(tmp_path: Path) -> Path:
+    target = tmp_path / CPU_RUN.name
+    shutil.copytree(CPU_RUN, target, ignore=shutil.ignore_patterns("report", "logs"))
+    return target
+
+
+def edit_cell(run: Path, cell_id: str, change: Callable[[dict[str, Any]], None]) -> None:
+    path = run / "cells" / f"{cell_id}.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def edit_turns(run: Path, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
+    path = run / "turns.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in (change(r) or r for r in records)))
+
+
+def verdicts(run: Path, threshold: float = 0.5) -> dict[str, Any]:
+    return {v.cell_id: v for v in triage_run(run, threshold)}
+
+
+def fidelity_by_hand(run: Path) -> dict[str, float | None]:
+    """Per-seed mean over the counted turns, computed here from turns.jsonl (not through the product's stats)."""
+    seeds: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for line in (run / "turns.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("superseded") or r["outcome"] in ("rejected_request", "non_response"):
+            continue
+        counts = seeds[r["cell_id"]][r["seed"]]
+        counts[0] += r["outcome"] == "valid_call"
+        counts[1] += 1
+    result: dict[str, float | None] = {}
+    for path in (run / "cells").glob("*.json"):
+        cell = path.stem
+        per_seed = [valid / n for valid, n in seeds[cell].values() if n]
+        result[cell] = sum(per_seed) / len(per_seed) if per_seed else None
+    return result
+
+
+def test_every_low_cell_of_the_cpu_run_gets_one_verdict() -> None:
+    found = verdicts(CPU_RUN)
+    expected_low = {cell for cell, value in fidelity_by_hand(CPU_RUN).items() if value is None or value < 0.5}
+    assert set(found) == expected_low
+    assert all(v.verdict in VERDICTS for v in found.values())
+    # Refused: exactly the cells every request of which was refused (tools= on llama.cpp without jinja, on vLLM
+    # without a parser), with the refusal detail as evidence.
+    refused = {c for c, v in found.items() if v.verdict == "refused"}
+    assert refused == {
+        f"{stack}__{model}__{mode}"
+        for stack in ("llamacpp-no-jinja", "vllm-default")
+        for model in (QWEN, "smollm2-135m-instruct")
+        for mode in ("native", "native_hint")
+    }
+    assert found[f"llamacpp-no-jinja__{QWEN}__native"].evidence["details"] == {"refused:no_jinja": 8}
+    assert found[f"vllm-default__{QWEN}__native"].evidence["details"] == {"refused:no_tool_parser": 8}
+    # Qwen native writes its call as text neither parser takes: parser loss on both stacks, 8 of 8 turns.
+    for stack in ("llamacpp-jinja", "vllm-hermes"):
+        cell = found[f"{stack}__{QWEN}__native"]
+        assert cell.verdict == "parser_loss" and cell.ruled_out == ["refused", "no_response", "no_parser"]
+        assert (cell.evidence["n_parse_lost"], cell.evidence["n_failed_turns"]) == (8, 8)
+    # The text-tools gap between the stacks is not explained by anything the run recorded: the model.
+    text_tools = found[f"vllm-hermes__{QWEN}__text-tools"]
+    assert text_tools.verdict == "model"
+    assert {p["cell_id"].split("__")[0] for p in text_tools.evidence["peers"]} == {
+        "llamacpp-jinja",
+        "llamacpp-no-jinja",
+        "vllm-default",
+    }
+
+
+def test_cli_json_is_one_strict_object_per_low_cell() -> None:
+    result = runner.invoke(app, ["triage", str(CPU_RUN), "--json"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}")) for line in lines]
+    assert len(rows) == len(verdicts(CPU_RUN))
+    assert all({"cell_id", "verdict", "evidence", "summary"} <= set(row) for row in rows)
+    table = runner.invoke(app, ["triage", str(CPU_RUN)])
+    assert table.exit_code == 0 and "parser_loss" in table.stdout
+
+
+def test_a_higher_threshold_takes_in_more_cells() -> None:
+    assert len(verdicts(CPU_RUN, 0.8)) > len(verdicts(CPU_RUN, 0.5))
+
+
+PEER = f"llamacpp-jinja__{QWEN}__constrained"  # 71%: ahead of the vLLM cell by more than PEER_GAP
+LOW = f"vllm-hermes__{QWEN}__constrained"  # 59%: low under a 65% threshold
+
+
+def with_canaries(run: Path, low_prompt: str, peer_prompt: str) -> None:
+    for cell, prompt in ((LOW, low_prompt), (PEER, peer_prompt)):
+        sha = f"sha-{abs(hash(prompt))}"
+
+        def set_canary(data: dict[str, Any], prompt: str = prompt, sha: str = sha) -> None:
+            data["canary"] = {"prompt": prompt, "sha256": sha}
+            data["sampling_defaults"] = {"values": {}, "active_unsent": []}
+
+        edit_cell(run, cell, set_canary)
+
+
+def test_a_better_peer_with_another_canary_prompt_is_template_differs(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    with_canaries(run, "<|im_start|>system\nA\n<|im_end|>", "<|im_start|>system\nB\n<|im_end|>")
+    cell = verdicts(run, 0.65)[LOW]
+    assert cell.verdict == "template_differs" and cell.evidence["peer"]["cell_id"] == PEER
+    assert "-A" in cell.evidence["hunk"] and "+B" in cell.evidence["hunk"]
+    # The same prompts: the template is ruled out, and nothing else differs: the model.
+    with_canaries(run, "same", "same")
+    cell = verdicts(run, 0.65)[LOW]
+    assert cell.verdict == "model" and "template_differs" in cell.ruled_out
+
+
+def test_a_sampler_stage_left_on_by_one_server_is_sampling_differs(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    with_canaries(run, "same", "same")
+    edit_cell(run, LOW, lambda d: d["sampling_defaults"].update(active_unsent=["dry_multiplier"]))
+    cell = verdicts(run, 0.65)[LOW]
+    assert cell.verdict == "sampling_differs"
+    assert cell.evidence["fields"] == {"active_stack_stages": [["dry_multiplier"], []]}
+
+
+def test_a_prompt_the_server_cut_is_truncated(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    cell_id = f"vllm-hermes__{QWEN}__text-tools"
+
+    def cut(record: dict[str, Any]) -> None:
+        if record["cell_id"] == cell_id and record["turn"] == 1:
+            record["flags"] = [*record["flags"], "truncated:prompt"]
+            record["prompt_tokens_rendered"] = (record["tokens"]["prompt"] or 0) + 50
+
+    edit_turns(run, cut)
+    cell = verdicts(run)[cell_id]
+    assert cell.verdict == "truncated" and cell.evidence["n_truncated_turns"] >= 1
+
+
+def test_tools_answered_as_text_without_a_parser_is_no_parser(tmp_path: Path) -> None:
+    """SGLang's case: tools= accepted (200), no parser configured, the call left in the text."""
+    run = copy_run(tmp_path)
+    cell_id = f"vllm-default__{QWEN}__native"
+
+    def answered(record: dict[str, Any]) -> None:
+        if record["cell_id"] == cell_id:
+            record.update(outcome="unparseable_text", http_status=200, text_call_recoverable=True, detail=None)
+
+    edit_turns(run, answered)
+    cell = verdicts(run)[cell_id]
+    assert cell.verdict == "no_parser" and cell.evidence["parser"] is None
+    assert cell.evidence["n_turns_with_call_in_text"] == 8
+
+
+def test_silence_and_a_server_that_never_started_are_no_response(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    timed_out = f"vllm-hermes__{QWEN}__text-tools"
+    edit_turns(
+        run,
+        lambda r: {**r, "outcome": "non_response", "detail": "transport:timeout"} if r["cell_id"] == timed_out else r,
+    )
+    never = f"llamacpp-jinja__{QWEN}__text-tools"
+    edit_turns(run, lambda r: None if r["cell_id"] == never else r)
+    lines = [line for line in (run / "turns.jsonl").read_text().splitlines() if json.loads(line)["cell_id"] != never]
+    (run / "turns.jsonl").write_text("\n".join(lines) + "\n")
+    edit_cell(run, never, lambda d: d.update(status="launch_failed", error="binary not found"))
+    found = verdicts(run)
+    assert found[timed_out].verdict == "no_response"
+    assert found[timed_out].evidence["details"] == {"transport:timeout": found[timed_out].evidence["n_turns"]}
+    assert found[never].verdict == "no_response" and found[never].evidence["error"] == "binary not found"
+
+
+def test_parser_loss_shows_the_raw_template_cell_beside_it(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    source, raw = f"llamacpp-jinja__{QWEN}__text-tools", f"llamacpp-jinja__{QWEN}__raw-template"
+    data = json.loads((run / "cells" / f"{source}.json").read_text())
+    (run / "cells" / f"{raw}.json").write_text(json.dumps({**data, "cell_id": raw, "tools_mode": "raw-template"}))
+    copies = [
+        json.dumps({**r, "cell_id": raw, "tools_mode": "raw-template"})
+        for r in map(json.loads, (run / "turns.jsonl").read_text().splitlines())
+        if r["cell_id"] == source
+    ]
+    with (run / "turns.jsonl").open("a") as handle:
+        handle.write("\n".join(copies) + "\n")
+    cell = verdicts(run)[f"llamacpp-jinja__{QWEN}__native"]
+    assert cell.verdict == "parser_loss" and cell.evidence["raw_template"]["cell_id"] == raw
+    assert cell.evidence["raw_template"]["per_seed_mean"] == pytest.approx(fidelity_by_hand(run)[raw])
+
+
+def test_bad_input_is_one_clear_error(tmp_path: Path) -> None:
+    missing = runner.invoke(app, ["triage", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "nope" in missing.output and "Traceback" not in missing.output
+    run = copy_run(tmp_path)
+    lines = (run / "turns.jsonl").read_text().splitlines()
+    lines[3] = "{not json"
+    (run / "turns.jsonl").write_text("\n".join(lines) + "\n")
+    corrupt = runner.invoke(app, ["triage", str(run)])
+    assert corrupt.exit_code == 2 and "turns.jsonl" in corrupt.output and "Traceback" not in corrupt.output
+    bad_threshold = runner.invoke(app, ["triage", str(CPU_RUN), "--threshold", "0"])
+    assert bad_threshold.exit_code == 2
