@@ -42,7 +42,33 @@ def test_cpu_matrix_has_the_required_shape() -> None:
     configs = {(s.stack, s.resolved_tool_config) for s in matrix.stacks}
     assert configs == {("llamacpp", "jinja"), ("llamacpp", "no-jinja"), ("vllm", "default"), ("vllm", "hermes")}
     assert {m.name for m in matrix.models} == {"qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"}
-    assert len(matrix.modes) == 4 and all(len(t.seed_ids()) >= 8 for t in matrix.tasks)
+    assert len(matrix.modes) == 5 and all(len(t.seed_ids()) >= 8 for t in matrix.tasks)
+    # raw-template sends no tools: it runs once per stack, beside the configuration that has a parser.
+    raw = {c.cell_id.split("__")[0] for p in expand(matrix) for c in p.cells if c.mode.value == "raw-template"}
+    assert raw == {"llamacpp-jinja", "vllm-hermes"}
+
+
+OLLAMA_RAW = """\
+name: t
+stacks:
+  - {stack: ollama, tool_config: default}
+models:
+  - name: m
+    sources: {ollama: {tag: "qwen2.5-coder:0.5b"}}
+modes: [native, raw-template]
+tasks:
+  - {suite: ops, count: 1}
+"""
+
+
+def test_raw_template_needs_a_completion_endpoint(tmp_path: Path) -> None:
+    path = tmp_path / "raw.yaml"
+    path.write_text(OLLAMA_RAW)
+    with pytest.raises(MatrixError, match=r"raw\.yaml:\d+: .*raw-template needs a raw completion endpoint.*ollama"):
+        load_matrix(path)
+    path.write_text(OLLAMA_RAW + "exclude:\n  - {stack: ollama, mode: raw-template}\n")
+    matrix, _ = load_matrix(path)
+    assert [c.mode.value for p in expand(matrix) for c in p.cells] == ["native"]
 
 
 def test_paper_matrix_matches_the_paper_setup() -> None:

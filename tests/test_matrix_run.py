@@ -95,9 +95,42 @@ def test_smoke_matrix_end_to_end(tmp_path: Path, docker_client, llama_server_bin
     }
     paper = pd.read_csv(run / "report" / "serving_modes__llamacpp-jinja.csv")
     assert list(paper.columns)[:4] == ["model", "native_seed", "native_lo", "native_hi"]
+    check_provenance(run)
     # This run's containers only (its run id is the run directory's name): other runs may share the engine.
     mine = {"label": ["toolcall-matrix.managed=true", f"toolcall-matrix.run-id={run.name}"]}
     assert not docker_client.containers.list(all=True, filters=mine)
+
+
+def check_provenance(run: Path) -> None:
+    """Issue 11 on the real stacks: every cell says which template, prompt and sampler defaults were in force;
+    raw-template reads raw completions; every answered turn's prompt length is the server's own count."""
+    cells = {p.stem: json.loads(p.read_text()) for p in (run / "cells").glob("*.json")}
+    for cell_id, cell in cells.items():
+        assert cell["chat_template_sha256"] and cell["chat_template_source"], cell_id
+        assert cell["sampling_defaults"]["source"] and cell["sampling_defaults"]["values"], cell_id
+        assert cell["canary"]["via"] in ("apply_template", "tokenize_chat"), cell_id
+    # The same weights and template on both stacks: the canary prompt each rendered is the same text, and the
+    # model's own template the harness rendered is the same file content.
+    jinja, hermes = (
+        cells[f"{s}__qwen2.5-coder-0.5b-instruct__raw-template"] for s in ("llamacpp-jinja", "vllm-hermes")
+    )
+    assert jinja["canary"]["prompt"] and jinja["canary"]["prompt"] == hermes["canary"]["prompt"]
+    assert jinja["canary"]["n_tokens"] == hermes["canary"]["n_tokens"]
+    assert jinja["raw_template"]["source"].startswith("gguf:") and hermes["raw_template"]["source"].endswith(".jinja")
+    assert jinja["raw_template_sha256"] == hermes["raw_template_sha256"]
+    rows = [json.loads(line) for line in (run / "turns.jsonl").read_text().splitlines()]
+    raw_rows = [r for r in rows if r["tools_mode"] == "raw-template" and r["http_status"] == 200]
+    assert raw_rows and all(r["raw_body"]["object"] == "text_completion" for r in raw_rows)
+    answered = [r for r in rows if r["http_status"] == 200]
+    assert all(r["prompt_tokens_rendered"] == r["tokens"]["prompt"] for r in answered)
+    assert not any("truncated:prompt" in r["flags"] for r in rows)
+    # Triage and diff read the run: a verdict for every low cell; the run against itself changes nothing.
+    triage = orchestrate("triage", str(run), "--json")
+    assert triage.returncode == 0, triage.stderr
+    assert all(json.loads(line)["verdict"] for line in triage.stdout.splitlines())
+    same = orchestrate("diff", str(run), str(run), "--json", "--fail-on-regression")
+    assert same.returncode == 0, same.stderr
+    assert json.loads(same.stdout)["regressions"] == 0
 
 
 RESUME_MATRIX = """\

@@ -198,12 +198,12 @@ class Matrix(_Strict):
                     f"decoding.extra sets {clash}, which the harness sends for {entry.label} (sampler, request "
                     "fields or the request itself): set them through decoding's own fields or the stack file"
                 )
-            if ToolsMode.RAW_TEMPLATE in self.modes and spec.completion_path is None:
-                if not all(self.excluded(entry, model, ToolsMode.RAW_TEMPLATE) for model in self.models):
-                    raise ValueError(
-                        f"stacks.{index} ({entry.label}): mode raw-template needs a raw completion endpoint, and "
-                        f"stack {entry.stack!r} declares none (completion_path); exclude the mode for this stack"
-                    )
+            raw_models = [m for m in self.models if not self.excluded(entry, m, ToolsMode.RAW_TEMPLATE)]
+            if ToolsMode.RAW_TEMPLATE in self.modes and spec.completion_path is None and raw_models:
+                raise ValueError(
+                    f"stacks.{index} ({entry.label}): mode raw-template needs a raw completion endpoint, and "
+                    f"stack {entry.stack!r} declares none (completion_path); exclude the mode for this stack"
+                )
         for index, model in enumerate(self.models):
             for stack in model.sources:
                 try:
