@@ -125,9 +125,34 @@ def test_sampler_defaults_in_canonical_names_and_stages_left_on() -> None:
     assert sampling_defaults(llama, caps)["active_unsent"] == ["dry_multiplier"]
     vllm = sampling_defaults(load_stack("vllm"), {"/v1/models#data": []})
     assert vllm["values"]["temperature"] == 1.0 and vllm["source"].startswith("stack file")
-    assert sampling_defaults(load_stack("ollama"), {})["values"] is None
+    assert sampling_defaults(load_stack("sglang"), {})["values"] is None  # nothing documented, nothing reported
 
 
 def test_truncation_needs_both_counts_and_a_shortfall() -> None:
     assert prompt_truncated(100, 150) and not prompt_truncated(150, 150) and not prompt_truncated(160, 150)
     assert not prompt_truncated(None, 150) and not prompt_truncated(100, None)
+
+
+def test_ollama_parameters_lines_override_its_documented_defaults() -> None:
+    ollama = load_stack("ollama")
+    lines = 'temperature                    0.7\nstop                           "<|im_end|>"\nrepeat_penalty 1.05'
+    read = sampling_defaults(ollama, {"/api/show#parameters": lines})
+    assert read["values"]["temperature"] == 0.7 and read["values"]["repetition_penalty"] == 1.05
+    assert read["values"]["top_k"] == 40  # not in the Modelfile: api/types.go DefaultOptions
+    assert read["source"].startswith("server:/api/show#parameters over stack file")
+    assert sampling_defaults(ollama, {})["values"]["temperature"] == 0.8
+
+
+def test_the_template_a_server_reports_is_the_effective_one(tmp_path: Path) -> None:
+    from orchestrator.runner.cellconfig import effective_template
+    from orchestrator.serving.probe import ProbeResult
+    from orchestrator.serving.serverconfig import ModelRef
+
+    (tmp_path / "chat_template.jinja").write_text("on disk")
+    model = ModelRef(name="m", path=str(tmp_path))
+    probe_result = ProbeResult.model_construct(capabilities={"/api/show#template": "{{ .Prompt }}"})
+    sha, source = effective_template(load_stack("ollama"), probe_result, model, None)
+    assert source == "server:/api/show#template" and sha == ChatTemplate("{{ .Prompt }}", "x").sha256
+    # vLLM says nothing about its template: the model directory's file is what it loads.
+    sha, source = effective_template(load_stack("vllm"), probe_result, model, None)
+    assert source == str(tmp_path / "chat_template.jinja") and sha == ChatTemplate("on disk", "x").sha256

@@ -20,19 +20,19 @@ from orchestrator.serving.launchers import ServerHandle
 from orchestrator.serving.probe import ProbeResult
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ModelRef, ServerConfig
+from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.templates import NoTemplate, model_template
 
 
 def effective_template(
-    probe_result: ProbeResult | None, model: ModelRef, argv: list[str] | None
+    spec: StackSpec, probe_result: ProbeResult | None, model: ModelRef, argv: list[str] | None
 ) -> tuple[str | None, str | None]:
     """(sha256, source) of the chat template the server uses: what the server says when it says (llama.cpp
     /props), else what it loads: a `--chat-template` in its argv, else the model files (chat_template.jinja,
     tokenizer_config.json, GGUF metadata)."""
-    if probe_result is not None:
-        for key, value in probe_result.capabilities.items():
-            if key.endswith("#chat_template") and isinstance(value, str):
-                return hashlib.sha256(value.encode()).hexdigest(), f"server:{key}"
+    said = probe_result.capabilities.get(spec.template_capability or "") if probe_result is not None else None
+    if isinstance(said, str) and said:
+        return hashlib.sha256(said.encode()).hexdigest(), f"server:{spec.template_capability}"
     if not model.local:
         return None, None
     try:
@@ -42,8 +42,9 @@ def effective_template(
     return template.sha256, template.source
 
 
-def _without_template(capabilities: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in capabilities.items() if not k.endswith("#chat_template")}
+def _without_template(spec: StackSpec, capabilities: dict[str, Any]) -> dict[str, Any]:
+    """The capabilities, less the template text (its hash is recorded; the canary shows its effect)."""
+    return {k: v for k, v in capabilities.items() if k != spec.template_capability}
 
 
 def cell_config(
@@ -63,7 +64,7 @@ def cell_config(
     described = handle.describe() if handle else {}
     model = config.model if config else None
     template_sha, template_source = (
-        effective_template(probe_result, model, described.get("argv")) if model else (None, None)
+        effective_template(spec, probe_result, model, described.get("argv")) if model else (None, None)
     )
     canary = probe_result.canary if probe_result else None
     record = {
@@ -87,7 +88,7 @@ def cell_config(
         "env": described.get("env"),
         "base_url": described.get("base_url"),
         "stack_version": probe_result.stack_version if probe_result else None,
-        "capabilities": _without_template(probe_result.capabilities) if probe_result else None,
+        "capabilities": _without_template(spec, probe_result.capabilities) if probe_result else None,
         "chat_template_sha256": template_sha,
         "chat_template_source": template_source,
         # The canary conversation rendered by the server itself (render.py): diff two cells' prompts with it.

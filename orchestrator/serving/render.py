@@ -156,19 +156,44 @@ def _dotted(data: Any, dotted: str) -> Any:
     return data
 
 
-def sampling_defaults(spec: StackSpec, capabilities: dict[str, Any] | None) -> dict[str, Any]:
-    """The sampler this server applies to fields a request leaves out, in canonical names, with its source,
-    and the stack-only stages (never sent) that are not at their 'off' value (`active_unsent`)."""
+def _modelfile_lines(text: str) -> dict[str, Any]:
+    """Ollama's /api/show `parameters`: one 'name value' per line (a name may repeat, e.g. stop)."""
+    values: dict[str, Any] = {}
+    for line in text.splitlines():
+        name, _, value = line.strip().partition(" ")
+        value = value.strip().strip('"')
+        try:
+            values.setdefault(name, float(value) if "." in value else int(value))
+        except ValueError:
+            values.setdefault(name, value)
+    return values
+
+
+def _reported(spec: StackSpec, capabilities: dict[str, Any] | None) -> dict[str, Any] | None:
     declared = spec.sampling_defaults
-    raw = _dotted((capabilities or {}).get(declared.capability or ""), declared.field) if declared.capability else None
-    if isinstance(raw, dict):
-        values = {canonical: raw.get(name) for canonical, name in declared.names.items()}
-        stages = {name: raw.get(name) for name in declared.unsent_off}
-        source = f"server:{declared.capability}.{declared.field}"
-    elif declared.builtin:
-        values, stages, source = dict(declared.builtin), {}, f"stack file (documented defaults): {declared.note}"
-    else:
+    if not declared.capability:
+        return None
+    raw = _dotted((capabilities or {}).get(declared.capability), declared.field)
+    if declared.format == "modelfile_lines" and isinstance(raw, str):
+        raw = _modelfile_lines(raw)
+    return raw if isinstance(raw, dict) else None
+
+
+def sampling_defaults(spec: StackSpec, capabilities: dict[str, Any] | None) -> dict[str, Any]:
+    """The sampler this server applies to fields a request leaves out, in canonical names, with its source:
+    what the server reports over the pinned version's documented defaults; and the stack-only stages (never
+    sent) that are not at their 'off' value (`active_unsent`)."""
+    declared = spec.sampling_defaults
+    reported = _reported(spec, capabilities)
+    if reported is None and not declared.builtin:
         return {"source": None, "values": None, "unsent_stages": None, "active_unsent": None,
                 "note": f"stack {spec.name!r}: no source for its sampler defaults"}  # fmt: skip
+    values: dict[str, Any] = dict(declared.builtin)
+    sources = [f"stack file (documented defaults): {declared.note}"] if declared.builtin else []
+    stages: dict[str, Any] = {}
+    if reported is not None:
+        values.update({c: reported[name] for c, name in declared.names.items() if name in reported})
+        stages = {name: reported.get(name) for name in declared.unsent_off}
+        sources.insert(0, f"server:{declared.capability}.{declared.field}".rstrip("."))
     active = sorted(name for name, value in stages.items() if value is not None and value != declared.unsent_off[name])
-    return {"source": source, "values": values, "unsent_stages": stages, "active_unsent": active}
+    return {"source": " over ".join(sources), "values": values, "unsent_stages": stages, "active_unsent": active}

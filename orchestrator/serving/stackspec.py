@@ -213,8 +213,14 @@ class SamplingDefaults(_Strict):
 
     capability: str | None = Field(None, description="A capabilities key, e.g. '/props#default_generation_settings'.")
     field: str = ""
+    format: Literal["object", "modelfile_lines"] = Field(
+        "object",
+        description="object: a JSON object; modelfile_lines: Ollama's 'name value' lines (/api/show parameters).",
+    )
     names: dict[SamplerParam, str] = Field(default_factory=dict)
-    builtin: dict[SamplerParam, float | int] = Field(default_factory=dict)
+    builtin: dict[SamplerParam, float | int] = Field(
+        default_factory=dict, description="The pinned version's own defaults; what the server reports overrides them."
+    )
     unsent_off: dict[str, float | int] = Field(
         default_factory=dict,
         description="Stack-only sampler stages (no canonical name, never sent) -> the value that turns them off.",
@@ -231,6 +237,9 @@ class StackSpec(_Strict):
         None, description="Raw text completion (OpenAI /v1/completions): the raw-template mode's endpoint; null: none."
     )
     render: PromptRender | None = Field(None, description="How the stack renders a prompt itself; null: it cannot.")
+    template_capability: str | None = Field(
+        None, description="The capabilities key whose value is the chat template the server uses (it says so itself)."
+    )
     sampling_defaults: SamplingDefaults = Field(default_factory=SamplingDefaults)
     model_source: Literal["gguf_file", "hf_dir", "ollama_tag", "remote"]
     images: dict[Host, ImageRef] = Field(default_factory=dict)
