@@ -20,7 +20,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.core.cell import PRIMARY_AXES
-from orchestrator.core.types import Outcome
+from orchestrator.core.types import INELIGIBLE_OUTCOMES, Outcome
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_RNG_SEED = 20260926
@@ -75,6 +75,20 @@ def bootstrap_mean_interval(values: np.ndarray, settings: BootstrapSettings = DE
     return float(np.clip(low, 0.0, 1.0)), float(np.clip(high, 0.0, 1.0))
 
 
+def per_seed_fidelity(seeds: Sequence[Any], outcomes: Sequence[str]) -> dict[str, float | None]:
+    """Each seed's fidelity: valid calls / eligible turns (`rejected_request` and `non_response` are not
+    eligible); None (undefined) for a seed with no eligible turn. The one definition every figure uses."""
+    seed_array = np.asarray([str(s) for s in seeds], dtype=object)
+    outcome_array = np.asarray([str(o) for o in outcomes], dtype=object)
+    eligible = ~np.isin(outcome_array, [o.value for o in INELIGIBLE_OUTCOMES])
+    valid = outcome_array == Outcome.VALID_CALL.value
+    codes, index = np.unique(seed_array, return_inverse=True)
+    index = index.astype(np.intp)
+    n_eligible = np.bincount(index, weights=eligible, minlength=len(codes))
+    n_valid = np.bincount(index, weights=valid, minlength=len(codes))
+    return {str(code): (float(n_valid[i] / n_eligible[i]) if n_eligible[i] else None) for i, code in enumerate(codes)}
+
+
 def outcome_sequences(
     seed_array: np.ndarray, outcome_array: np.ndarray, eligible: np.ndarray, turns: Sequence[int] | None
 ) -> dict[str, tuple[str, ...]]:
@@ -118,12 +132,9 @@ def cell_stats(
 
     n_eligible = int(eligible.sum())
     n_valid = int(valid.sum())
-    seed_codes, seed_index = np.unique(seed_array, return_inverse=True)
-    seed_index = seed_index.astype(np.intp)  # an empty cell gives a float index
-    eligible_per_seed = np.bincount(seed_index, weights=eligible, minlength=len(seed_codes))
-    valid_per_seed = np.bincount(seed_index, weights=valid, minlength=len(seed_codes))
-    defined = eligible_per_seed > 0
-    fidelities = valid_per_seed[defined] / eligible_per_seed[defined]
+    per_seed = per_seed_fidelity(seed_array, outcome_array)
+    defined = np.asarray([value is not None for value in per_seed.values()], dtype=bool)
+    fidelities = np.asarray([value for value in per_seed.values() if value is not None], dtype=float)
     n_distinct = len(set(outcome_sequences(seed_array, outcome_array, eligible, turns).values()))
 
     common = {
