@@ -13,7 +13,7 @@ from orchestrator.core.chattemplate import ChatTemplate, render_chat
 from orchestrator.core.classify import classify
 from orchestrator.core.replyfacts import prompt_truncated
 from orchestrator.core.types import Classification, Outcome, ParsedCall, ToolsMode
-from orchestrator.runner.modes import build_request, continue_messages
+from orchestrator.runner.modes import build_request, continue_messages, raw_prompt
 from orchestrator.runner.tasks import ToolResult, load_suite
 from orchestrator.serving.chatapi import Decoding, build_completion_payload
 from orchestrator.serving.registry import load_stack
@@ -40,9 +40,14 @@ def test_hf_directory_templates_in_transformers_order(tmp_path: Path) -> None:
     assert model_template(str(tmp_path)).text == "from-jinja-file"  # the file wins (transformers >= 4.43)
     override = tmp_path / "mine.jinja"
     override.write_text("from-argv")
+    flags = load_stack("vllm").template_flags
     for argv in (["serve", "--chat-template", str(override)], [f"--chat-template={override}"]):
-        found = model_template(str(tmp_path), argv)
+        found = model_template(str(tmp_path), argv, flags)
         assert (found.text, found.source) == ("from-argv", f"argv:{override}")
+    # A template set by name (llama.cpp --chat-template chatml) or inline: the harness cannot know its text.
+    with pytest.raises(NoTemplate, match="--chat-template 'chatml'"):
+        model_template(str(tmp_path), ["--chat-template", "chatml"], load_stack("llamacpp").template_flags)
+    assert model_template(str(tmp_path), ["--chat-template", "chatml"], []).text == "from-jinja-file"
 
 
 def test_named_templates_and_missing_ones(tmp_path: Path) -> None:
@@ -67,8 +72,11 @@ def test_raw_template_request_is_the_rendered_prompt_and_nothing_else() -> None:
     messages = [{"role": "system", "content": "ops"}, {"role": "user", "content": "status?"}]
     request = build_request(ToolsMode.RAW_TEMPLATE, messages, TOOLS, template)
     assert request.tools is None and request.response_schema is None
-    assert request.prompt == render_chat(template, messages, TOOLS)
-    assert f"<tools>{NAME};" in request.prompt and request.prompt.endswith("<|im_start|>assistant\n")
+    # trim_blocks (as transformers renders) eats the newline after `{% if ... %}`: the tools follow "ops" directly.
+    assert request.prompt == (
+        "<|im_start|>system\nops<tools>pod_status;submit;</tools><|im_end|>\n"
+        "<|im_start|>user\nstatus?<|im_end|>\n<|im_start|>assistant\n"
+    )
     with pytest.raises(ValueError, match="needs the model's chat template"):
         build_request(ToolsMode.RAW_TEMPLATE, messages, TOOLS, None)
     spec = load_stack("llamacpp")
@@ -156,3 +164,13 @@ def test_the_template_a_server_reports_is_the_effective_one(tmp_path: Path) -> N
     # vLLM says nothing about its template: the model directory's file is what it loads.
     sha, source = effective_template(load_stack("vllm"), probe_result, model, None)
     assert source == str(tmp_path / "chat_template.jinja") and sha == ChatTemplate("on disk", "x").sha256
+
+
+def test_a_bos_the_tokenizer_adds_itself_is_not_sent_twice() -> None:
+    text = "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+    messages = [{"role": "user", "content": "hi"}]
+    adds = ChatTemplate(text=text, source="t", bos_token="<s>", adds_bos=True)
+    assert raw_prompt(adds, messages, []) == "[user]hi"  # the completion endpoint adds <s> itself
+    for adds_bos in (False, None):  # the tokenizer adds none (or nobody knows): the template's BOS stays
+        keeps = ChatTemplate(text=text, source="t", bos_token="<s>", adds_bos=adds_bos)
+        assert raw_prompt(keeps, messages, []) == "<s>[user]hi"

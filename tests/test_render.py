@@ -86,3 +86,43 @@ def test_template_errors_are_named_not_raised_raw() -> None:
     escape = ChatTemplate(text="{{ messages.__class__.__mro__ }}", source="test")
     with pytest.raises(TemplateError, match="SecurityError"):
         render_chat(escape, [], None)
+
+
+def test_a_template_that_fails_mid_seed_ends_that_seed_recorded(llama_server_binary: str) -> None:
+    """Gemma-style templates raise on roles they do not know: the raw-template seed ends as `template_error`
+    with the turn recorded (no request sent, out of the denominator), and the run goes on."""
+    from orchestrator.core.types import SeedEnd, ToolsMode, TurnRecord
+    from orchestrator.runner.agent import SeedContext, run_seed
+    from orchestrator.runner.tasks import load_suite
+    from orchestrator.serving.render import prompt_counter
+
+    cfg = config("qwen2.5-coder-0.5b-instruct", llama_server_binary)
+    spec = load_stack("llamacpp")
+    real = model_template(cfg.model.path)
+    guard = (
+        "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('tool role unsupported') }}"
+        "{% endif %}{% endfor %}"
+    )
+    strict = ChatTemplate(text=guard + real.text, source="test", eos_token=real.eos_token)
+    records: list[TurnRecord] = []
+    with running_server(cfg, run_id="test-render") as handle:
+        ctx = SeedContext(
+            run_id="r", cell_id="c", stack_label="llamacpp-jinja", spec=spec, parser=None, stack_version=None,
+            base_url=handle.base_url, model=cfg.model.name, mode=ToolsMode.RAW_TEMPLATE, suite=load_suite("ops"),
+            seed_id="ops-00", decoding=DECODING.model_copy(update={"max_tokens": 96}), turn_cap=4, loop_repeats=3,
+            request_timeout_s=120, max_attempts=1, backoff_s=0.0, headers={}, template=strict,
+            count_prompt=prompt_counter(spec, handle.base_url, cfg.model.name),
+        )  # fmt: skip
+        final = run_seed(ctx, records.append)
+    first, last = records[0], records[-1]
+    # Turn 0 rendered (no tool message yet) and the model called a tool; turn 1 could not be rendered.
+    assert first.outcome.value == "valid_call" and first.raw_body["object"] == "text_completion"
+    assert first.prompt_tokens_rendered == first.tokens.prompt
+    assert (last.turn, last.outcome.value, last.detail, last.http_status) == (
+        1,
+        "non_response",
+        "template:render_failed",
+        None,
+    )
+    assert last.error is not None and "tool role unsupported" in str(last.error.body)
+    assert final.end is SeedEnd.TEMPLATE_ERROR and len(records) == 2

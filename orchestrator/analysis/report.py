@@ -20,7 +20,7 @@ from orchestrator.core.replyfacts import (
     TRUNCATED_FLAG,
 )
 from orchestrator.core.stats import BootstrapSettings, cell_stats
-from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, TransportError
+from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, ToolsMode, TransportError
 from orchestrator.runner.provenance import run_stacks
 from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.serving.registry import load_stack
@@ -228,9 +228,7 @@ def wide_table(long: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     frame = long.assign(column=long["stack_label"] + " | " + long["tools_mode"])
     # Columns in run order (stack configs as the matrix lists them, modes in the product's order).
-    mode_rank = {
-        mode: rank for rank, mode in enumerate(("native", "native+hint", "text-tools", "constrained", "raw-template"))
-    }
+    mode_rank = {mode.value: rank for rank, mode in enumerate(ToolsMode)}
     stack_rank = {label: rank for rank, label in enumerate(dict.fromkeys(long["stack_label"]))}
     order = sorted(
         dict.fromkeys(frame["column"]),

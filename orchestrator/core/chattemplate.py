@@ -2,7 +2,7 @@
 
 A chat template is untrusted code shipped with the weights: it runs in jinja2's immutable sandbox. The
 environment follows what Hugging Face transformers gives templates (`apply_chat_template`: trim_blocks,
-lstrip_blocks, the loop-controls extension, `raise_exception`, `strftime_now`, and a `tojson` filter that
+lstrip_blocks, the loop-controls extension, `raise_exception`, `strftime_now` (local time), and a `tojson` filter that
 keeps non-ASCII text and accepts indent/separators/sort_keys), which is also what vLLM renders with and what
 llama.cpp's minja engine imitates, so a template renders here as it does on those stacks.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +32,7 @@ class ChatTemplate:
     source: str  # where it was read: "gguf:tokenizer.chat_template", "<dir>/chat_template.jinja", ...
     bos_token: str = ""
     eos_token: str = ""
+    adds_bos: bool | None = None  # the tokenizer adds BOS itself (GGUF add_bos_token, HF add_bos_token); None: unknown
 
     @property
     def sha256(self) -> str:
@@ -52,7 +53,7 @@ def _compiled(text: str) -> jinja2.Template:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise
-    env.globals["strftime_now"] = lambda fmt: datetime.now(UTC).strftime(fmt)
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)  # local time, as transformers and minja
     try:
         return env.from_string(text)
     except jinja2.TemplateError as exc:

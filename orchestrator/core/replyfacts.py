@@ -20,6 +20,7 @@ TRUNCATED_FLAG = "truncated:max_tokens"  # generation was cut at max_tokens (fin
 # The server used fewer prompt tokens than the prompt it was sent renders to: it dropped part of it silently (an
 # overflow it refuses is `refused:context_overflow` instead).
 PROMPT_TRUNCATED_FLAG = "truncated:prompt"
+PROMPT_COUNT_UNAVAILABLE_FLAG = "prompt_count:unavailable"  # the stack can count a prompt but did not: unchecked
 CACHE_NOT_CLEARED_FLAG = "cache:not_cleared"  # the seed's start could not clear the server's prompt cache
 CACHE_SHARED_FLAG = "cache:shared"  # seeds ran concurrently on one server: records may depend on interleaving
 CONSTRAINT_VIOLATED_FLAG = "constraint:violated"  # a constrained answer that is not one schema-valid JSON object

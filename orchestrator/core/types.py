@@ -47,12 +47,13 @@ class SeedEnd(StrEnum):
     EMPTY = "empty"  # a final (2xx) answer with no content and no call: never resampled
     CONTEXT_OVERFLOW = "context_overflow"  # the conversation outgrew the server's context: refused, not a model failure
     SERVER_DIED = "server_died"  # the server process died: not a finished seed; the sweep reruns it
+    TEMPLATE_ERROR = "template_error"  # raw-template: the model's own template would not render the next prompt
 
 
 # Seeds whose task the stack cut short (it refused, overflowed its context, stopped answering, or died):
 # kept out of task success, which is over seeds the model could carry to an end of its own.
 UNRAN_SEED_ENDS: frozenset[SeedEnd] = frozenset(
-    {SeedEnd.REJECTED, SeedEnd.CONTEXT_OVERFLOW, SeedEnd.RETRIES_EXHAUSTED, SeedEnd.SERVER_DIED}
+    {SeedEnd.REJECTED, SeedEnd.CONTEXT_OVERFLOW, SeedEnd.RETRIES_EXHAUSTED, SeedEnd.SERVER_DIED, SeedEnd.TEMPLATE_ERROR}
 )
 
 

@@ -24,17 +24,18 @@ from typing import Any
 
 import httpx
 
-from orchestrator.core.chattemplate import ChatTemplate
+from orchestrator.core.chattemplate import ChatTemplate, TemplateError
 from orchestrator.core.classify import classify, is_context_overflow
 from orchestrator.core.modes import mode_of
 from orchestrator.core.replyfacts import (
     CACHE_NOT_CLEARED_FLAG,
     CACHE_SHARED_FLAG,
+    PROMPT_COUNT_UNAVAILABLE_FLAG,
     PROMPT_TRUNCATED_FLAG,
     prompt_truncated,
 )
 from orchestrator.core.sampling import sampling_seed
-from orchestrator.core.types import Classification, Outcome, SeedEnd, ToolsMode, TurnRecord
+from orchestrator.core.types import Classification, ErrorInfo, Outcome, SeedEnd, ToolsMode, TurnRecord
 from orchestrator.runner.modes import Request, build_request, continue_messages, initial_messages
 from orchestrator.runner.tasks import Suite, answer_correct, execute
 from orchestrator.serving.chatapi import (
@@ -103,7 +104,10 @@ def run_seed(
     with httpx.Client(headers=ctx.headers) as client:
         cache = ctx.reset_cache(client) if ctx.reset_cache else None
         for turn in range(ctx.turn_cap):
-            request = build_request(ctx.mode, messages, tools, ctx.template)
+            try:
+                request = build_request(ctx.mode, messages, tools, ctx.template)
+            except TemplateError as exc:  # the harness cannot build the prompt: no request, nothing the model did
+                return _finish(record, _template_failure(ctx, turn, exc), SeedEnd.TEMPLATE_ERROR)
 
             def payload(attempt: int, request: Request = request) -> dict[str, Any]:
                 decoding = ctx.decoding.model_copy(update={"seed": _sampling_seed(ctx, attempt)})
@@ -195,6 +199,18 @@ def _rendered_prompt_tokens(
     return ctx.count_prompt(client, request.messages, request.tools, request.prompt)
 
 
+def _template_failure(ctx: SeedContext, turn: int, exc: TemplateError) -> TurnRecord:
+    """The turn the model's template could not render: recorded (never hidden), no request sent, out of the
+    fidelity denominator like any turn without model output."""
+    verdict = Classification(
+        outcome=Outcome.NON_RESPONSE,
+        detail="template:render_failed",
+        parse_path=mode_of(ctx.mode).parse_path,
+        error=ErrorInfo(type="template_error", body=str(exc)),
+    )
+    return _turn_record(ctx, turn, 0, ChatExchange(None, None, None, 0.0), verdict, None)
+
+
 def _sampling_seed(ctx: SeedContext, attempt: int) -> int | None:
     return sampling_seed(ctx.decoding.seed, ctx.seed_id, ctx.sample, attempt)
 
@@ -218,6 +234,9 @@ def _turn_record(
     tokens = token_counts(exchange.body)
     if prompt_truncated(tokens.prompt, rendered):
         flags.append(PROMPT_TRUNCATED_FLAG)
+    answered = exchange.http_status is not None and 200 <= exchange.http_status < 300
+    if ctx.count_prompt is not None and answered and rendered is None:
+        flags.append(PROMPT_COUNT_UNAVAILABLE_FLAG)
     if cache is not None and not cache.get("cleared", False):  # this seed may see an earlier seed's cache
         flags.append(CACHE_NOT_CLEARED_FLAG)
     if ctx.shared_server:

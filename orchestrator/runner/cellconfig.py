@@ -36,7 +36,7 @@ def effective_template(
     if not model.local:
         return None, None
     try:
-        template = model_template(model.path, argv)
+        template = model_template(model.path, argv, spec.template_flags)
     except NoTemplate:
         return None, None
     return template.sha256, template.source
@@ -144,7 +144,6 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "env",
     "stack_version",
     "chat_template_sha256",
-    "canary_sha256",
     "raw_template_sha256",
     "model_digest",
     "quantization",
@@ -162,7 +161,9 @@ IDENTITY_FIELDS: tuple[str, ...] = (
 PORT_FLAGS = frozenset({"--port", "-p"})
 # Identity fields added after cells were first recorded: at their default (or absent) they are left out of the
 # digest, so a cell recorded before the field existed keeps its config_sha256.
-IDENTITY_DEFAULTS: dict[str, Any] = {"call_format": "auto", "canary_sha256": None, "raw_template_sha256": None}
+# The canary is evidence, not identity: it follows from the template, version and argv already here, and a
+# template that prints today's date (strftime_now) would change it every day.
+IDENTITY_DEFAULTS: dict[str, Any] = {"call_format": "auto", "raw_template_sha256": None}
 
 
 def _portable(value: Any, exact: dict[str, str], port: str | None) -> Any:

@@ -66,6 +66,16 @@ def initial_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user_request}]
 
 
+def raw_prompt(template: ChatTemplate, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    """The raw-template prompt text. Where the tokenizer adds BOS itself, a BOS the template wrote is dropped
+    here: the completion endpoint tokenizes with the model's special tokens (llama.cpp add_bos from the GGUF,
+    vLLM add_special_tokens), while the chat path adds none on top of the template's (llama.cpp strips the
+    rendered BOS; vLLM tokenizes chat prompts without special tokens), so the model sees one BOS either way."""
+    prompt = render_chat(template, messages, tools)
+    bos = template.bos_token
+    return prompt[len(bos) :] if template.adds_bos and bos and prompt.startswith(bos) else prompt
+
+
 def build_request(
     mode: ToolsMode, messages: list[dict[str, Any]], tools: list[dict[str, Any]], template: ChatTemplate | None = None
 ) -> Request:
@@ -76,7 +86,7 @@ def build_request(
         if template is None:
             raise ValueError(f"mode {mode.value} needs the model's chat template")
         return Request(
-            messages=messages, tools=None, response_schema=None, prompt=render_chat(template, messages, tools)
+            messages=messages, tools=None, response_schema=None, prompt=raw_prompt(template, messages, tools)
         )
     return Request(
         messages=messages, tools=tools if rules.sends_tools else None, response_schema=rules.response_schema(tools)

@@ -41,6 +41,9 @@ from orchestrator.serving.serverconfig import ServerConfig
 from orchestrator.serving.templates import NoTemplate, model_template
 
 Seed = tuple[str, str]  # (suite, seed id)
+# A raw-template cell's template must render a first prompt (with the suite's tools), or the cell cannot run; a
+# template that fails on a later turn (e.g. on `tool` messages) ends that seed as `template_error`, recorded.
+TEMPLATE_CHECK: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 # Cell-file fields that say how a run of the cell went, not what the cell's stack config is.
 RUN_STATE_FIELDS = frozenset({"status", "started", "finished", "launches", "error", "log_tail", "reproduce"})
 
@@ -172,10 +175,10 @@ class Sweep:
         if not mode_of(cell.mode).renders_template:
             return None
         try:
-            template = model_template(config.model.path, session.handle.describe().get("argv"))
+            spec = load_stack(cell.stack.stack)
+            template = model_template(config.model.path, session.handle.describe().get("argv"), spec.template_flags)
             for suite in sorted({suite for suite, _ in cell.seeds}):
-                tools = load_suite(suite).tools
-                render_chat(template, [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}], tools)
+                render_chat(template, TEMPLATE_CHECK, load_suite(suite).tools)
             return template
         except (NoTemplate, TemplateError) as exc:
             raise LaunchFailed(f"{cell.cell_id}: no chat template the harness can render: {exc}") from exc

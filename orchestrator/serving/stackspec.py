@@ -237,6 +237,9 @@ class StackSpec(_Strict):
         None, description="Raw text completion (OpenAI /v1/completions): the raw-template mode's endpoint; null: none."
     )
     render: PromptRender | None = Field(None, description="How the stack renders a prompt itself; null: it cannot.")
+    template_flags: list[str] = Field(
+        default_factory=list, description="Launch flags that set the chat template (a file, a name or inline text)."
+    )
     template_capability: str | None = Field(
         None, description="The capabilities key whose value is the chat template the server uses (it says so itself)."
     )

@@ -4,7 +4,9 @@
   and the BOS/EOS token texts from its vocabulary;
 - an HF directory: `chat_template.jinja` (transformers >= 4.43 writes it), else `tokenizer_config.json`
   `chat_template` (a string, or a list of named templates: the one named "default");
-- a `--chat-template FILE` in the launch argv overrides both (vLLM, SGLang).
+- a template flag in the launch argv (the stack file's `template_flags`: vLLM/SGLang `--chat-template`,
+  llama.cpp `--chat-template-file` / `--chat-template`) overrides both; when its value is not a readable file
+  (a built-in template name, an inline template) the harness cannot know the text and says so.
 """
 
 from __future__ import annotations
@@ -17,30 +19,35 @@ from typing import Any
 from orchestrator.core.chattemplate import ChatTemplate
 
 GGUF_TEMPLATE_KEY = "tokenizer.chat_template"
-TEMPLATE_FLAGS = ("--chat-template",)
 
 
 class NoTemplate(ValueError):
     """The model's files hold no chat template the harness can render (named, with where it looked)."""
 
 
-def template_from_argv(argv: list[str] | None) -> ChatTemplate | None:
-    """A `--chat-template FILE` (or `--chat-template=FILE`) in the argv, read; None when absent or not a file."""
+def template_from_argv(argv: list[str] | None, flags: tuple[str, ...] | list[str]) -> ChatTemplate | None:
+    """The template a flag in the argv sets (`FLAG FILE` or `FLAG=FILE`), read; None when no such flag.
+    NoTemplate when the flag's value is not a file (a built-in name, an inline template)."""
     argv = argv or []
     for index, arg in enumerate(argv):
         value = None
-        if arg in TEMPLATE_FLAGS and index + 1 < len(argv):
+        if arg in flags and index + 1 < len(argv):
             value = argv[index + 1]
-        elif arg.startswith(tuple(f"{flag}=" for flag in TEMPLATE_FLAGS)):
+        elif arg.startswith(tuple(f"{flag}=" for flag in flags)):
             value = arg.split("=", 1)[1]
-        if value and Path(value).is_file():
-            return ChatTemplate(text=Path(value).read_text(), source=f"argv:{value}")
+        if value is None:
+            continue
+        if not Path(value).is_file():
+            raise NoTemplate(f"the server's template is set by {arg.split('=')[0]} {value[:60]!r}, not a readable file")
+        return ChatTemplate(text=Path(value).read_text(), source=f"argv:{value}")
     return None
 
 
-def model_template(model_path: str | None, argv: list[str] | None = None) -> ChatTemplate:
-    """The chat template the model's files (or the argv) say; NoTemplate when there is none."""
-    override = template_from_argv(argv)
+def model_template(
+    model_path: str | None, argv: list[str] | None = None, flags: tuple[str, ...] | list[str] = ()
+) -> ChatTemplate:
+    """The chat template the argv (its template `flags`) or the model's files say; NoTemplate when none."""
+    override = template_from_argv(argv, flags)
     if override is not None:
         return override
     if not model_path:
@@ -70,7 +77,13 @@ def _gguf_template(path: str, _mtime_ns: int) -> ChatTemplate:
         source=f"gguf:{GGUF_TEMPLATE_KEY}",
         bos_token=_gguf_token(reader, "tokenizer.ggml.bos_token_id"),
         eos_token=_gguf_token(reader, "tokenizer.ggml.eos_token_id"),
+        adds_bos=_gguf_flag(reader, "tokenizer.ggml.add_bos_token"),
     )
+
+
+def _gguf_flag(reader: Any, key: str) -> bool | None:
+    field = reader.fields.get(key)
+    return None if field is None else bool(field.contents())
 
 
 def _gguf_token(reader: Any, key: str) -> str:
@@ -91,7 +104,9 @@ def _hf_template(directory: Path) -> ChatTemplate:
             config = json.loads(config_path.read_text())
         except ValueError as exc:
             raise NoTemplate(f"{config_path}: not JSON: {exc}") from exc
-    tokens = {name: _token_text(config.get(name)) for name in ("bos_token", "eos_token")}
+    tokens: dict[str, Any] = {name: _token_text(config.get(name)) for name in ("bos_token", "eos_token")}
+    adds_bos = config.get("add_bos_token")
+    tokens["adds_bos"] = adds_bos if isinstance(adds_bos, bool) else None
     jinja_path = directory / "chat_template.jinja"
     if jinja_path.is_file():
         return ChatTemplate(text=jinja_path.read_text(), source=str(jinja_path), **tokens)
