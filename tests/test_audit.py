@@ -3,7 +3,9 @@
 The fixture tests/fixtures/audit/loca_run follows LOCA-bench's published layout (README "Output Structure":
 tasks/<task>/state<N>/trajectory.json holding {"messages", "events", "metrics"}; here with a "tools" list too).
 The folded text is the one LOCA-bench's inference/run_react.py writes: "Error: Failed to get response after
-multiple retries." The figures below are computed by hand from the fixture, never read back from the code.
+multiple retries." tests/fixtures/audit/plain/folded.jsonl adds the other text it folds into a message when the
+server refuses a request (inference/run_react.py): "Error: Request failed with 400 status. Response: ...".
+The figures below are computed by hand from the fixtures, never read back from the code.
 """
 
 from __future__ import annotations
@@ -18,9 +20,17 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.analysis.audit import DEFAULT_PATTERN, GENERIC_ERROR_DETAIL, audit, label_turns, load_trajectories
+from orchestrator.analysis.audit import (
+    DEFAULT_PATTERN,
+    FOLDED_REFUSAL_DETAIL,
+    GENERIC_ERROR_DETAIL,
+    FoldedPatterns,
+    audit,
+    label_turns,
+)
+from orchestrator.analysis.trajectories import load_trajectories
 from orchestrator.cli import app
-from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, cell_stats
+from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, cell_stats, per_seed_fidelity
 from orchestrator.core.types import Outcome, ToolsMode
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "audit"
@@ -75,6 +85,11 @@ def exact(value: float | None, fraction: Fraction) -> bool:
     """The float is the hand-computed fraction (correctly rounded): no other fraction with a small
     denominator lies that close."""
     return value is not None and Fraction(value).limit_denominator(10_000) == fraction
+
+
+def load_tools() -> list[Any]:
+    tools: list[Any] = json.loads(TOOLS_FILE.read_text())["tools"]
+    return tools
 
 
 def invoke(*args: str) -> Any:
@@ -132,16 +147,35 @@ def test_figures_agree_with_core_cell_stats() -> None:
     """The same relabelled turns through core/stats.cell_stats (what `orchestrate stats` uses) give the same
     mean, interval and pooled figure: the audit computes no fidelity of its own kind."""
     report = audit(LOCA)
-    labels = [t for tr in load_trajectories(LOCA) for t in label_turns(tr, tr.tools or [], ToolsMode.NATIVE, GE)]
+    patterns = FoldedPatterns((GE,))
+    labels = [t for tr in load_trajectories(LOCA) for t in label_turns(tr, tr.tools or [], ToolsMode.NATIVE, patterns)]
     for which, figures in (("naive", report.naive), ("corrected", report.corrected)):
         stats = cell_stats([t.seed for t in labels], [getattr(t, which).value for t in labels])
-        assert stats.per_seed_mean == pytest.approx(figures.per_seed_mean, abs=1e-15)
+        assert stats.per_seed_mean == figures.per_seed_mean
         assert (stats.ci_low, stats.ci_high, stats.pooled) == (figures.ci_low, figures.ci_high, figures.pooled)
+
+
+def test_per_seed_figures_are_core_per_seed_fidelity() -> None:
+    """Each seed's figure is core/stats.per_seed_fidelity's, and equals the hand count."""
+    report = audit(LOCA)
+    patterns = FoldedPatterns((GE,))
+    labels = [t for tr in load_trajectories(LOCA) for t in label_turns(tr, tr.tools or [], ToolsMode.NATIVE, patterns)]
+    for which in ("naive", "corrected"):
+        core = per_seed_fidelity([t.seed for t in labels], [getattr(t, which).value for t in labels])
+        assert {r.seed: getattr(r, which) for r in report.seeds} == core
+    for row in report.seeds:
+        naive_valid, naive_eligible, corrected_valid, corrected_eligible = SEED_COUNTS[row.seed]
+        assert exact(row.naive, Fraction(naive_valid, naive_eligible))
+        assert (
+            row.corrected is None
+            if not corrected_eligible
+            else exact(row.corrected, Fraction(corrected_valid, corrected_eligible))
+        )
 
 
 def test_generic_error_turns_are_relabelled_and_nothing_else() -> None:
     trajectory = next(t for t in load_trajectories(LOCA) if t.seed == "ABTestingS2LEnv/state1")
-    labels = label_turns(trajectory, trajectory.tools or [], ToolsMode.NATIVE, DEFAULT_PATTERN)
+    labels = label_turns(trajectory, trajectory.tools or [], ToolsMode.NATIVE, FoldedPatterns())
     assert [t.naive for t in labels] == [
         Outcome.NO_CALL_PROSE,
         Outcome.NO_CALL_PROSE,  # the folded error, as a naive reading sees it
@@ -150,8 +184,8 @@ def test_generic_error_turns_are_relabelled_and_nothing_else() -> None:
         Outcome.VALID_CALL,
     ]
     assert [t.generic_error for t in labels] == [False, True, True, False, False]
-    relabelled = [(t.corrected, t.corrected_detail) for t in labels if t.generic_error]
-    assert relabelled == [(Outcome.NON_RESPONSE, GENERIC_ERROR_DETAIL)] * 2
+    relabelled = [(t.folded, t.corrected, t.corrected_detail) for t in labels if t.generic_error]
+    assert relabelled == [(Outcome.NON_RESPONSE, Outcome.NON_RESPONSE, GENERIC_ERROR_DETAIL)] * 2
     kept = [(t.naive, t.naive_detail) == (t.corrected, t.corrected_detail) for t in labels if not t.generic_error]
     assert all(kept)
 
@@ -165,10 +199,97 @@ def test_a_message_with_tool_calls_is_never_a_generic_error(tmp_path: Path) -> N
 
 
 def test_pattern_option_changes_what_is_relabelled() -> None:
-    report = audit(LOCA, pattern="no such text")
+    report = audit(LOCA, patterns=["no such text"])
     assert report.n_generic_error == 0
     assert report.outcomes_corrected == report.outcomes_naive
-    assert report.pattern == "no such text"
+    assert report.patterns == ["no such text"] and report.rejected_patterns == []
+
+
+# ------------------------------------------------------------------ folded refusals (--rejected-pattern)
+# plain/folded.jsonl, tools from plain/tools.json; R400 = "Error: Request failed with 400 status. Response: ..."
+#   line 1: valid (read_file), R400, GE, prose
+#   line 2: R400, valid (list_courses), valid (claim_done), prose, R400
+# naive (both texts are prose):  line 1 1/4, line 2 2/5
+#     mean (1/4 + 2/5)/2 = (5/20 + 8/20)/2 = 13/40 (32.5%); pooled 3/9 = 1/3; prose 3 + 3 = 6
+# default (R400 is prose, GE non_response):  line 1 1/3, line 2 2/5
+#     mean (1/3 + 2/5)/2 = (5/15 + 6/15)/2 = 11/30; pooled 3/8; folded 1 (non_response 1)
+# --rejected-pattern R400 (R400 rejected_request, GE non_response):  line 1 1/2, line 2 2/3
+#     mean (1/2 + 2/3)/2 = (3/6 + 4/6)/2 = 7/12 (58.3%); pooled 3/5; folded 4 (non_response 1, rejected_request 3)
+# --pattern R400 --pattern GE (both non_response): the same figures, non_response 4 and rejected_request 0
+
+FOLDED = PLAIN / "folded.jsonl"
+R400 = "Request failed with 400 status"
+FOLDED_NAIVE = {"valid_call": 3, "hallucinated_call": 0, "unparseable_text": 0, "no_call_prose": 6}
+FOLDED_NAIVE |= {"rejected_request": 0, "non_response": 0}
+
+
+def folded_json(*args: str) -> dict[str, Any]:
+    result = invoke(str(FOLDED), "--tools", str(TOOLS_FILE), "--json", *args)
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    assert data["n_seeds"] == 2 and data["n_assistant_turns"] == 9
+    assert exact(data["naive"]["per_seed_mean"], Fraction(13, 40)) and exact(data["naive"]["pooled"], Fraction(1, 3))
+    assert data["outcomes"]["naive"] == FOLDED_NAIVE
+    return data
+
+
+def test_refusal_text_is_prose_by_default() -> None:
+    data = folded_json()
+    assert data["n_generic_error"] == 1 and data["n_folded"] == {"non_response": 1, "rejected_request": 0}
+    corrected = data["corrected"]
+    assert exact(corrected["per_seed_mean"], Fraction(11, 30)) and exact(corrected["pooled"], Fraction(3, 8))
+    assert data["patterns"] == [DEFAULT_PATTERN] and data["rejected_patterns"] == []
+
+
+def test_rejected_pattern_relabels_refusals_as_rejected_request() -> None:
+    data = folded_json("--rejected-pattern", R400)
+    assert data["n_generic_error"] == 4 and data["n_folded"] == {"non_response": 1, "rejected_request": 3}
+    corrected = data["corrected"]
+    assert exact(corrected["per_seed_mean"], Fraction(7, 12)) and exact(corrected["pooled"], Fraction(3, 5))
+    assert (corrected["n_valid"], corrected["n_eligible"], corrected["n_defined_seeds"]) == (3, 5, 2)
+    expected = {**FOLDED_NAIVE, "no_call_prose": 2, "rejected_request": 3, "non_response": 1}
+    assert data["outcomes"]["corrected"] == expected
+    assert data["patterns"] == [DEFAULT_PATTERN] and data["rejected_patterns"] == [R400]
+    seeds = {s["seed"]: s for s in data["seeds"]}
+    assert seeds["folded.jsonl:1"]["n_folded"] == {"non_response": 1, "rejected_request": 1}
+    assert seeds["folded.jsonl:2"]["n_folded"] == {"non_response": 0, "rejected_request": 2}
+    assert exact(seeds["folded.jsonl:1"]["corrected"], Fraction(1, 2))
+    assert exact(seeds["folded.jsonl:2"]["corrected"], Fraction(2, 3))
+
+
+def test_pattern_is_repeatable() -> None:
+    data = folded_json("--pattern", R400, "--pattern", DEFAULT_PATTERN)
+    assert data["n_generic_error"] == 4 and data["n_folded"] == {"non_response": 4, "rejected_request": 0}
+    corrected = data["corrected"]
+    assert exact(corrected["per_seed_mean"], Fraction(7, 12)) and exact(corrected["pooled"], Fraction(3, 5))
+    assert data["outcomes"]["corrected"] == {**FOLDED_NAIVE, "no_call_prose": 2, "non_response": 4}
+    assert data["patterns"] == [R400, DEFAULT_PATTERN]
+
+
+def test_refused_turns_carry_the_folded_refusal_detail() -> None:
+    trajectory = load_trajectories(FOLDED)[0]
+    labels = label_turns(trajectory, load_tools(), ToolsMode.NATIVE, FoldedPatterns((DEFAULT_PATTERN,), (R400,)))
+    assert [(t.folded, t.corrected, t.corrected_detail) for t in labels] == [
+        (None, Outcome.VALID_CALL, None),
+        (Outcome.REJECTED_REQUEST, Outcome.REJECTED_REQUEST, FOLDED_REFUSAL_DETAIL),
+        (Outcome.NON_RESPONSE, Outcome.NON_RESPONSE, GENERIC_ERROR_DETAIL),
+        (None, Outcome.NO_CALL_PROSE, labels[3].naive_detail),
+    ]
+    assert all(t.naive in (Outcome.VALID_CALL, Outcome.NO_CALL_PROSE) for t in labels)
+
+
+def test_a_rejected_pattern_wins_over_a_non_response_one() -> None:
+    message = {"role": "assistant", "content": f"Error: {R400}. Response: {DEFAULT_PATTERN}"}
+    assert FoldedPatterns((DEFAULT_PATTERN,), (R400,)).outcome(message) is Outcome.REJECTED_REQUEST
+    assert FoldedPatterns((DEFAULT_PATTERN,), ()).outcome(message) is Outcome.NON_RESPONSE
+    assert FoldedPatterns((), (R400,)).outcome({**message, "tool_calls": [{"id": "c"}]}) is None
+
+
+def test_table_shows_refused_turns() -> None:
+    result = invoke(str(FOLDED), "--tools", str(TOOLS_FILE), "--rejected-pattern", R400)
+    assert result.exit_code == 0, result.output
+    for text in ("32.5%", "58.3%", "2 (1 refused)", "2 (2 refused)", "1/2", "2/3"):
+        assert text in result.stdout, text
 
 
 # ------------------------------------------------------------------ the CLI
@@ -185,7 +306,9 @@ def test_cli_json_matches_the_hand_count() -> None:
     assert corrected["ci_low"] <= corrected["per_seed_mean"] <= corrected["ci_high"]
     assert (data["naive"]["n_defined_seeds"], corrected["n_defined_seeds"]) == (5, 4)
     assert data["outcomes"] == {"naive": OUTCOMES_NAIVE, "corrected": OUTCOMES_CORRECTED}
-    assert data["pattern"] == DEFAULT_PATTERN and data["mode"] == "native" and data["tools_source"] == "trajectory"
+    assert data["n_folded"] == {"non_response": 6, "rejected_request": 0}
+    assert data["patterns"] == [DEFAULT_PATTERN] and data["rejected_patterns"] == []
+    assert data["mode"] == "native" and data["tools_source"] == "trajectory"
     assert data["bootstrap"] == {"resamples": 10_000, "rng_seed": BootstrapSettings().rng_seed}
     assert [s["corrected"] for s in data["seeds"]][2] is None
 
@@ -301,7 +424,7 @@ def test_no_tools_anywhere() -> None:
 
 @pytest.mark.parametrize(
     ("content", "needle"),
-    [('{"tools": {"read_file": {}}}', "not a list"), ("[]", "lists no tools"), ('[{"x": 1}]', "entry 0")],
+    [('{"tools": {"read_file": {}}}', "not a list"), ("[]", "lists no tools"), ('[{"x": 1}]', "tools[0]")],
     ids=["tools-not-a-list", "empty", "no-name"],
 )
 def test_bad_tools_file(tmp_path: Path, content: str, needle: str) -> None:
@@ -321,5 +444,77 @@ def test_unreadable_path(tmp_path: Path) -> None:
     assert_input_error(invoke(str(missing), "--tools", str(TOOLS_FILE)), str(missing), "cannot read")
 
 
-def test_empty_pattern_is_refused() -> None:
-    assert_input_error(invoke(str(LOCA), "--pattern", "  "), "--pattern")
+@pytest.mark.parametrize("option", ["--pattern", "--rejected-pattern"])
+def test_empty_pattern_is_refused(option: str) -> None:
+    assert_input_error(invoke(str(LOCA), option, "x", option, "  "), option, "empty")
+
+
+# ------------------------------------------------------------------ offered tools are checked up front
+
+READ_FILE = {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize(
+    ("tool", "needles"),
+    [
+        ({"type": "function", "function": {"name": ["read_file"]}}, ("name is not a non-empty string", "list")),
+        ({"type": "function", "function": {"name": "  "}}, ("name is not a non-empty string",)),
+        ({"type": "function", "function": "read_file"}, ("not a tool object",)),
+        ("read_file", ("not a tool object",)),
+        ({"function": {"name": "f", "parameters": {"type": "objekt"}}}, ("'f'", "not a valid JSON Schema", "$.type")),
+        (
+            {"function": {"name": "f", "parameters": {"properties": {"p": {"pattern": "("}}}}},
+            ("not a valid JSON Schema",),
+        ),
+        ({"function": {"name": "f", "parameters": []}}, ("'parameters' is not a JSON object",)),
+        ({"function": {"name": "f", "parameters": None}}, ("'parameters' is not a JSON object",)),
+        ({"function": {"name": "f", "parameters": {"$schema": 5}}}, ("no usable metaschema",)),
+    ],
+    ids=[
+        "name-list",
+        "name-blank",
+        "function-str",
+        "tool-str",
+        "bad-type",
+        "bad-regex",
+        "params-list",
+        "params-null",
+        "schema-int",
+    ],
+)
+def test_bad_tool_in_tools_file(tmp_path: Path, tool: Any, needles: tuple[str, ...]) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps({"tools": [READ_FILE, tool]}))
+    result = invoke(str(PLAIN / "trajectory.json"), "--tools", str(tools), "--json")
+    assert_input_error(result, f"{tools}: tools[1]", *needles)
+
+
+def test_bad_tool_in_a_loca_trajectory(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(LOCA, run)
+    bad = run / "tasks" / "ABTestingS2LEnv" / "state1" / "trajectory.json"
+    data = json.loads(bad.read_text())
+    data["tools"][2]["function"]["name"] = ["claim_done"]
+    bad.write_text(json.dumps(data))
+    assert_input_error(invoke(str(run), "--json"), f"{bad}: tools[2]", "name is not a non-empty string")
+    data["tools"][2]["function"]["name"] = "claim_done"
+    data["tools"][0]["function"]["parameters"]["properties"]["path"]["type"] = "strin"
+    bad.write_text(json.dumps(data))
+    assert_input_error(invoke(str(run)), f"{bad}: tools[0] ('read_file')", "not a valid JSON Schema")
+
+
+def test_bad_tool_on_a_jsonl_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    good = {"messages": [{"role": "assistant", "content": "hi"}], "tools": [READ_FILE]}
+    bad = {**good, "tools": [READ_FILE, {"function": {"name": "f", "parameters": {"required": "path"}}}]}
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    assert_input_error(invoke(str(path)), f"{path}:2: tools[1] ('f')", "not a valid JSON Schema")
+
+
+def test_tools_without_parameters_or_with_a_known_draft_are_accepted(tmp_path: Path) -> None:
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "items": [{}]}
+    tools = [{"type": "function", "function": {"name": "claim_done"}}, {"name": "read_file", "parameters": draft7}]
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(tools))
+    result = invoke(str(PLAIN / "trajectory.json"), "--tools", str(path), "--json")
+    assert result.exit_code == 0, result.output

@@ -124,16 +124,45 @@ def with_canaries(run: Path, low_prompt: str, peer_prompt: str) -> None:
         edit_cell(run, cell, set_canary)
 
 
-def test_a_better_peer_with_another_canary_prompt_is_template_differs(tmp_path: Path) -> None:
+def test_a_better_peer_given_another_first_prompt_is_template_differs(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
-    with_canaries(run, "<|im_start|>system\nA\n<|im_end|>", "<|im_start|>system\nB\n<|im_end|>")
+    with_canaries(run, "same", "same")
+    # The same first request on both stacks, but this one's server used 40 more prompt tokens on one seed.
+    edit_turns(
+        run, lambda r: r["tokens"].update(prompt=r["tokens"]["prompt"] + 40) if first_of(r, LOW, "ops-03") else None
+    )
     cell = verdicts(run, 0.65)[LOW]
     assert cell.verdict == "template_differs" and cell.evidence["peer"]["cell_id"] == PEER
-    assert "-A" in cell.evidence["hunk"] and "+B" in cell.evidence["hunk"]
-    # The same prompts: the template is ruled out, and nothing else differs: the model.
-    with_canaries(run, "same", "same")
-    cell = verdicts(run, 0.65)[LOW]
+    assert cell.evidence["compared"] == "first-turn prompt tokens per seed"
+    assert list(cell.evidence["differing_seeds"]) == ["ops-03"]
+    # The same first prompts on every seed: the template is ruled out, nothing else differs: the model.
+    plain = copy_run(tmp_path / "plain")  # a tool-rendering difference only, the same first prompts
+    with_canaries(plain, "<|im_start|>system\nA", "<|im_start|>system\nB")
+    cell = verdicts(plain, 0.65)[LOW]
     assert cell.verdict == "model" and "template_differs" in cell.ruled_out
+
+
+def first_of(record: dict[str, Any], cell: str, seed: str) -> bool:
+    return record["cell_id"] == cell and record["seed"] == seed and record["turn"] == 0
+
+
+def test_without_first_turn_counts_the_canary_is_compared(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    with_canaries(run, "<|im_start|>system\nA\n<|im_end|>", "<|im_start|>system\nB\n<|im_end|>")
+    edit_turns(run, lambda r: r["tokens"].update(prompt=None) if r["cell_id"] in (LOW, PEER) else None)
+    cell = verdicts(run, 0.65)[LOW]
+    assert cell.verdict == "template_differs" and cell.evidence["compared"] == "canary prompt (with tools)"
+    assert "-A" in cell.evidence["hunk"] and "+B" in cell.evidence["hunk"]
+
+
+def test_a_peer_less_than_the_gap_ahead_is_no_evidence(tmp_path: Path) -> None:
+    """vLLM text-tools is 8 points ahead of llama.cpp (< PEER_GAP): different first prompts would not count."""
+    run = copy_run(tmp_path)
+    low = f"llamacpp-jinja__{QWEN}__text-tools"
+    edit_turns(
+        run, lambda r: r["tokens"].update(prompt=r["tokens"]["prompt"] + 40) if first_of(r, low, "ops-03") else None
+    )
+    assert verdicts(run)[low].verdict == "model"
 
 
 def test_a_sampler_stage_left_on_by_one_server_is_sampling_differs(tmp_path: Path) -> None:
@@ -149,14 +178,19 @@ def test_a_prompt_the_server_cut_is_truncated(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
     cell_id = f"vllm-hermes__{QWEN}__text-tools"
 
-    def cut(record: dict[str, Any]) -> None:
-        if record["cell_id"] == cell_id and record["turn"] == 1:
-            record["flags"] = [*record["flags"], "truncated:prompt"]
-            record["prompt_tokens_rendered"] = (record["tokens"]["prompt"] or 0) + 50
+    def cut_on(seeds: set[str]) -> Callable[[dict[str, Any]], None]:
+        def cut(record: dict[str, Any]) -> None:
+            if record["cell_id"] == cell_id and record["seed"] in seeds and record["outcome"] != "valid_call":
+                record["flags"] = [*record["flags"], "truncated:prompt"]
+                record["prompt_tokens_rendered"] = (record["tokens"]["prompt"] or 0) + 50
 
-    edit_turns(run, cut)
+        return cut
+
+    edit_turns(run, cut_on({"ops-00"}))  # a few cut turns do not explain a low cell
+    assert verdicts(run)[cell_id].verdict == "model"
+    edit_turns(run, cut_on({f"ops-0{i}" for i in range(8)}))
     cell = verdicts(run)[cell_id]
-    assert cell.verdict == "truncated" and cell.evidence["n_truncated_turns"] >= 1
+    assert cell.verdict == "truncated" and cell.evidence["n_truncated_turns"] == cell.evidence["n_failed_turns"]
 
 
 def test_tools_answered_as_text_without_a_parser_is_no_parser(tmp_path: Path) -> None:
@@ -220,3 +254,48 @@ def test_bad_input_is_one_clear_error(tmp_path: Path) -> None:
     assert corrupt.exit_code == 2 and "turns.jsonl" in corrupt.output and "Traceback" not in corrupt.output
     bad_threshold = runner.invoke(app, ["triage", str(CPU_RUN), "--threshold", "0"])
     assert bad_threshold.exit_code == 2
+
+
+def test_retried_attempts_do_not_make_an_answered_cell_silent(tmp_path: Path) -> None:
+    """Every turn first timed out, then got its answer: the final attempts decide, not the retried ones."""
+    run = copy_run(tmp_path)
+    cell_id = f"vllm-hermes__{QWEN}__text-tools"
+    lines = []
+    for record in map(json.loads, (run / "turns.jsonl").read_text().splitlines()):
+        if record["cell_id"] == cell_id:
+            failed = {**record, "attempt": 0, "outcome": "non_response", "detail": "transport:timeout", "end": None}
+            lines.append(json.dumps(failed))
+            record["attempt"] = 1
+        lines.append(json.dumps(record))
+    (run / "turns.jsonl").write_text("\n".join(lines) + "\n")
+    assert verdicts(run)[cell_id].verdict == "model"
+
+
+def test_a_stack_that_cannot_say_its_sampler_is_no_evidence(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    edit_turns(run, lambda r: r["tokens"].update(prompt=None) if r["cell_id"] in (LOW, PEER) else None)
+    edit_cell(run, LOW, lambda d: d.update(sampling_defaults={"values": None, "active_unsent": None}))
+    edit_cell(run, PEER, lambda d: d.update(sampling_defaults={"values": {"top_k": 40}, "active_unsent": []}))
+    assert verdicts(run, 0.65)[LOW].verdict == "model"
+
+
+def test_a_parser_rejection_that_quotes_nothing_is_the_models_turn(tmp_path: Path) -> None:
+    """llama.cpp b11312's 500 'does not match the expected format' quotes none of the output: without a
+    recovered call, and without a raw-template arm doing better, the stack is not blamed."""
+    run = copy_run(tmp_path)
+    cell_id = f"llamacpp-jinja__{QWEN}__native"
+
+    def rejected(record: dict[str, Any]) -> None:
+        if record["cell_id"] == cell_id:
+            record.update(http_status=500, text_call_recoverable=False, detail="parse:server_rejected_output")
+
+    edit_turns(run, rejected)
+    assert verdicts(run)[cell_id].verdict == "model"
+
+
+def test_a_cell_file_without_its_mode_is_named(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    edit_cell(run, LOW, lambda d: d.pop("tools_mode"))
+    result = runner.invoke(app, ["triage", str(run)])
+    assert result.exit_code == 2 and f"{LOW}.json" in result.output and "tools_mode" in result.output
+    assert "Traceback" not in result.output

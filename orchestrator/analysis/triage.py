@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.analysis.report import long_table
+from orchestrator.analysis.triagetext import summary
 from orchestrator.core.modes import mode_of
 from orchestrator.core.replyfacts import PROMPT_TRUNCATED_FLAG
 from orchestrator.core.types import Outcome
@@ -38,6 +39,8 @@ MAJORITY = 0.5  # a cause explains a cell when it covers at least this share of 
 PEER_GAP = 0.10  # a peer must score this much higher for a prompt difference to be a candidate cause
 SERVER_PARSER_REJECTED = "parse:server_rejected_output"
 HUNK_LINES = 24
+REQUIRED_CELL_FIELDS = ("cell_id", "stack", "stack_label", "model", "tools_mode")
+INELIGIBLE = (Outcome.REJECTED_REQUEST.value, Outcome.NON_RESPONSE.value)
 
 
 class TriageError(ValueError):
@@ -97,11 +100,29 @@ def load_facts(run_dir: Path) -> dict[str, CellFacts]:
         turns = store.read_turns()
     except (StoreError, KeyError, ValueError) as exc:
         raise TriageError(f"{run_dir}: cannot read the run: {exc}") from exc
+    for cell_id, config in configs.items():
+        missing = [key for key in REQUIRED_CELL_FIELDS if key not in config]
+        if missing:
+            raise TriageError(f"{run_dir / 'cells' / (cell_id + '.json')}: missing {', '.join(missing)}")
     by_cell: dict[str, list[dict[str, Any]]] = {}
     for turn in turns:
         by_cell.setdefault(turn["cell_id"], []).append(turn)
     rows = {row["cell_id"]: row for row in table.to_dict("records")} if len(table) else {}
-    return {cid: CellFacts(configs[cid], rows.get(cid, {}), counted_turns(by_cell.get(cid, []))) for cid in configs}
+    return {
+        cid: CellFacts(configs[cid], rows.get(cid, {}), final_attempts(counted_turns(by_cell.get(cid, []))))
+        for cid in configs
+    }
+
+
+def final_attempts(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per turn: its last attempt. A retried attempt (no model output, then an answer) says nothing
+    about why the cell is low; only how each turn finally went does."""
+    last: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for turn in turns:
+        key = (turn.get("seed"), turn.get("sample", 0), turn.get("seed_attempt", 0), turn.get("turn"))
+        if key not in last or turn.get("attempt", 0) >= last[key].get("attempt", 0):
+            last[key] = turn
+    return list(last.values())
 
 
 def _share(part: int, whole: int) -> float:
@@ -113,8 +134,8 @@ def _refused_or_silent(facts: CellFacts) -> tuple[str, dict[str, Any]] | None:
     if not turns:
         return "no_response", {"cell_status": config.get("status"), "error": config.get("error"), "n_turns": 0}
     outcomes = Counter(t["outcome"] for t in turns)
-    details = Counter(t.get("detail") for t in turns if t["outcome"] in ("rejected_request", "non_response"))
-    for verdict, outcome in (("refused", "rejected_request"), ("no_response", "non_response")):
+    details = Counter(t.get("detail") for t in turns if t["outcome"] in INELIGIBLE)
+    for verdict, outcome in zip(("refused", "no_response"), INELIGIBLE, strict=True):
         if _share(outcomes[outcome], len(turns)) >= MAJORITY:
             example = next((t for t in turns if t["outcome"] == outcome), {})
             return verdict, {
@@ -138,13 +159,17 @@ def _no_parser(facts: CellFacts) -> dict[str, Any] | None:
 def _parser_loss(facts: CellFacts, raw: CellFacts | None) -> dict[str, Any] | None:
     if mode_of(facts.config["tools_mode"]).parse_path != "server":
         return None
-    eligible = [t for t in facts.turns if t["outcome"] not in ("rejected_request", "non_response")]
+    eligible = [t for t in facts.turns if t["outcome"] not in INELIGIBLE]
     failed = [t for t in eligible if t["outcome"] != Outcome.VALID_CALL.value]
+    unparsed = [t for t in failed if t["outcome"] == Outcome.UNPARSEABLE_TEXT.value]
+    # A call the reference recognisers recovered is the stack's loss. The stack's parser rejecting the output
+    # without quoting it (llama.cpp b11312) is the model's turn, unless the raw-template arm (same weights, same
+    # template, reference parser) clearly does better.
+    raw_better = raw is not None and raw.mean is not None and round(raw.mean - (facts.mean or 0.0), 9) >= PEER_GAP
     lost = [
         t
-        for t in failed
-        if t["outcome"] == Outcome.UNPARSEABLE_TEXT.value
-        and (t.get("text_call_recoverable") or t.get("detail") == SERVER_PARSER_REJECTED)
+        for t in unparsed
+        if t.get("text_call_recoverable") or (raw_better and t.get("detail") == SERVER_PARSER_REJECTED)
     ]
     if not failed or _share(len(lost), len(failed)) < MAJORITY:
         return None
@@ -185,40 +210,72 @@ def effective_sampler(config: dict[str, Any]) -> dict[str, Any]:
     return {**sampler, "active_stack_stages": active}
 
 
+def _known(value: Any) -> bool:
+    """A stack that cannot say (None, 'unknown') is not evidence of a difference."""
+    return value is not None and value != "unknown"
+
+
 def canary_hunk(before: str, after: str, names: tuple[str, str]) -> list[str]:
     lines = difflib.unified_diff(before.splitlines(), after.splitlines(), *names, n=1, lineterm="")
     return list(lines)[:HUNK_LINES]
 
 
+def _first_turn_prompts(facts: CellFacts) -> dict[str, int]:
+    """Seed -> the prompt tokens of its first turn, as the server used them (the same request on every stack)."""
+    return {
+        str(t["seed"]): t["tokens"]["prompt"]
+        for t in facts.turns
+        if t.get("turn") == 0 and isinstance((t.get("tokens") or {}).get("prompt"), int)
+    }
+
+
+def _prompt_difference(facts: CellFacts, peer: CellFacts) -> dict[str, Any] | None:
+    """How this cell's prompt differs from the peer's, judged by what the mode actually sends; None if it does not
+    (or nothing recorded can tell)."""
+    mine, theirs = facts.config, peer.config
+    if mode_of(mine["tools_mode"]).renders_template:  # the harness rendered the model's own template
+        a, b = mine.get("raw_template_sha256"), theirs.get("raw_template_sha256")
+        return {"compared": "raw_template_sha256", "values": [a, b]} if a and b and a != b else None
+    ours, peers = _first_turn_prompts(facts), _first_turn_prompts(peer)
+    differing = {
+        seed: [ours[seed], peers[seed]] for seed in sorted(set(ours) & set(peers)) if ours[seed] != peers[seed]
+    }
+    if differing:
+        return {"compared": "first-turn prompt tokens per seed", "differing_seeds": differing}
+    canary, other = mine.get("canary") or {}, theirs.get("canary") or {}
+    if canary.get("sha256") and other.get("sha256") and canary["sha256"] != other["sha256"]:
+        if not mode_of(mine["tools_mode"]).sends_tools and set(ours) & set(peers):
+            return None  # same first prompts on every seed: the canary's tool rendering plays no part here
+        names = (mine["stack_label"], theirs["stack_label"])
+        return {
+            "compared": "canary prompt (with tools)",
+            "canary_sha256": {names[0]: canary["sha256"], names[1]: other["sha256"]},
+            "hunk": canary_hunk(canary.get("prompt") or "", other.get("prompt") or "", names),
+        }
+    return None
+
+
 def _prompt_causes(facts: CellFacts, peers: list[CellFacts]) -> tuple[str, dict[str, Any]] | None:
-    """Template, sampler or truncation: only against a peer that scores PEER_GAP higher on the same weights."""
+    """Template, sampler or truncation: the first two only against a peer that scores PEER_GAP higher on the same
+    weights; truncation when it touched most of the cell's failed turns."""
     mine = facts.mean or 0.0
-    better = [p for p in peers if p.mean is not None and p.mean - mine >= PEER_GAP]
-    canary = facts.config.get("canary") or {}
+    better = [p for p in peers if p.mean is not None and round(p.mean - mine, 9) >= PEER_GAP]
     for peer in better:
-        theirs = peer.config.get("canary") or {}
-        if canary.get("sha256") and theirs.get("sha256") and canary["sha256"] != theirs["sha256"]:
-            names = (facts.config["stack_label"], peer.config["stack_label"])
-            return "template_differs", {
-                "peer": {"cell_id": peer.config["cell_id"], **_figure(peer)},
-                "canary_sha256": {names[0]: canary["sha256"], names[1]: theirs["sha256"]},
-                "hunk": canary_hunk(canary.get("prompt") or "", theirs.get("prompt") or "", names),
-            }
+        difference = _prompt_difference(facts, peer)
+        if difference is not None:
+            return "template_differs", {"peer": {"cell_id": peer.config["cell_id"], **_figure(peer)}, **difference}
     for peer in better:
         mine_sampler, theirs_sampler = effective_sampler(facts.config), effective_sampler(peer.config)
         changed = {k: [mine_sampler.get(k), theirs_sampler.get(k)] for k in mine_sampler | theirs_sampler
-                   if mine_sampler.get(k) != theirs_sampler.get(k)}  # fmt: skip
+                   if _known(mine_sampler.get(k)) and _known(theirs_sampler.get(k))
+                   and mine_sampler.get(k) != theirs_sampler.get(k)}  # fmt: skip
         if changed:
             return "sampling_differs", {"peer": {"cell_id": peer.config["cell_id"], **_figure(peer)}, "fields": changed}
-    cut = [t for t in facts.turns if PROMPT_TRUNCATED_FLAG in (t.get("flags") or [])]
-    if cut:
-        return "truncated", {
-            "n_truncated_turns": len(cut),
-            "example": {
-                "tokens_used": cut[0]["tokens"].get("prompt"),
-                "rendered": cut[0].get("prompt_tokens_rendered"),
-            },
-        }
+    failed = [t for t in facts.turns if t["outcome"] not in (*INELIGIBLE, Outcome.VALID_CALL.value)]
+    cut = [t for t in failed if PROMPT_TRUNCATED_FLAG in (t.get("flags") or [])]
+    if cut and _share(len(cut), len(failed)) >= MAJORITY:
+        example = {"tokens_used": cut[0]["tokens"].get("prompt"), "rendered": cut[0].get("prompt_tokens_rendered")}
+        return "truncated", {"n_truncated_turns": len(cut), "n_failed_turns": len(failed), "example": example}
     return None
 
 
@@ -310,48 +367,3 @@ def triage_run(run_dir: Path, threshold: float = DEFAULT_THRESHOLD) -> list[Cell
     everything = load_facts(run_dir)
     ordered = sorted(everything.values(), key=lambda f: (int(f.config.get("order") or 0), f.config["cell_id"]))
     return [triage_cell(facts, everything) for facts in ordered if is_low(facts, threshold)]
-
-
-def _pct(figure: dict[str, Any]) -> str:
-    def one(value: Any) -> str:
-        return "undef" if value is None or value != value else f"{100 * float(value):.0f}"
-
-    if figure.get("per_seed_mean") is None:
-        return "undefined"
-    return f"{one(figure.get('per_seed_mean'))}% [{one(figure.get('ci_low'))},{one(figure.get('ci_high'))}]"
-
-
-def summary(verdict: str, evidence: dict[str, Any]) -> str:
-    """One line a person reads: the cause and the numbers behind it."""
-    if verdict in ("refused", "no_response"):
-        count = evidence.get("n_rejected_request", evidence.get("n_non_response", 0))
-        if not evidence.get("n_turns"):
-            return f"no turns: the cell {evidence.get('cell_status')} ({str(evidence.get('error'))[:80]})"
-        details, status = evidence.get("details"), evidence.get("http_status")
-        return f"{count}/{evidence['n_turns']} turns {verdict} {details} HTTP {status}"
-    if verdict == "no_parser":
-        in_text = evidence["n_turns_with_call_in_text"]
-        return f"tools sent, flags {evidence['tool_flags']} wire no parser; {in_text} turns hold a call in text"
-    if verdict == "parser_loss":
-        raw = evidence.get("raw_template")
-        beside = f"; raw-template (same weights, reference parser) {_pct(raw)}" if raw else ""
-        return (
-            f"{evidence['n_parse_lost']}/{evidence['n_failed_turns']} failed turns hold a call the stack did not parse "
-            f"{evidence['call_formats_in_text']}{beside}"
-        )
-    if verdict in ("template_differs", "sampling_differs"):
-        what = (
-            "canary prompts differ"
-            if verdict == "template_differs"
-            else f"sampler differs in {list(evidence['fields'])}"
-        )
-        return f"{evidence['peer']['cell_id']} scores {_pct(evidence['peer'])}; {what}"
-    if verdict == "truncated":
-        return f"{evidence['n_truncated_turns']} turn(s) used fewer prompt tokens than rendered: {evidence['example']}"
-    peers = ", ".join(
-        f"{p['cell_id'].split('__')[0]} {_pct(p)}"
-        + (" same canary" if p["cell_id"] in evidence["peer_canaries_equal"] else "")
-        for p in evidence["peers"]
-    )
-    raw = evidence.get("raw_template")
-    return f"outcomes {evidence['outcomes']}; peers: {peers or 'none'}" + (f"; raw-template {_pct(raw)}" if raw else "")

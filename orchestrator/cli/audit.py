@@ -1,4 +1,4 @@
-"""`orchestrate audit`: recount trajectories from other harnesses whose generic error text became "no call".
+"""`orchestrate audit`: recount trajectories from other harnesses whose folded error text became "no call".
 
 The work is in analysis/audit.py; this module parses the options and prints (JSON, or two rich tables).
 """
@@ -54,24 +54,33 @@ def summary_view(report: AuditReport) -> Table:
     )
     for outcome, count in report.outcomes_naive.items():
         view.add_row(f"  {outcome}", str(count), str(report.outcomes_corrected[outcome]))
+    folded = report.n_folded
     view.caption = escape(
-        f"{report.n_assistant_turns} assistant turns, {report.n_generic_error} generic-error turns "
-        f"({report.pattern!r}); mode {report.mode.value}; tools from {report.tools_source}; "
+        f"{report.n_assistant_turns} assistant turns, {report.n_generic_error} folded-error turns "
+        f"({folded['non_response']} non_response: {report.patterns!r}; "
+        f"{folded['rejected_request']} rejected_request: {report.rejected_patterns!r}); "
+        f"mode {report.mode.value}; tools from {report.tools_source}; "
         f"bootstrap {report.bootstrap.resamples} resamples, rng seed {report.bootstrap.rng_seed}"
     )
     return view
 
 
 def seeds_view(report: AuditReport) -> Table:
-    """One row per seed: what the generic-error turns did to its fidelity."""
-    view = Table(title="per seed", caption="fidelity = valid / eligible turns; — = undefined (no eligible turn)")
+    """One row per seed: what the folded-error turns did to its fidelity."""
+    view = Table(
+        title="per seed",
+        caption="fidelity = valid / eligible turns; — = undefined (no eligible turn); "
+        "folded = turns holding a folded error text (refused: a --rejected-pattern one)",
+    )
     view.add_column("seed", overflow="fold")  # a seed id is how one finds the file: never cut it short
-    for column in ("turns", "generic", "naive", "corrected"):
+    for column in ("turns", "folded", "naive", "corrected"):
         view.add_column(column, no_wrap=True)
     for row in report.seeds:
+        refused = row.n_folded["rejected_request"]
+        folded = f"{row.n_generic_error} ({refused} refused)" if refused else str(row.n_generic_error)
         naive = f"{_short(row.naive)} ({row.naive_valid}/{row.naive_eligible})"
         corrected = f"{_short(row.corrected)} ({row.corrected_valid}/{row.corrected_eligible})"
-        view.add_row(escape(row.seed), str(row.n_turns), str(row.n_generic_error), naive, corrected)
+        view.add_row(escape(row.seed), str(row.n_turns), folded, naive, corrected)
     return view
 
 
@@ -80,7 +89,24 @@ def audit_command(
     path: Annotated[
         Path, typer.Argument(help="A LOCA-bench run dir (tasks/*/state*/trajectory.json), a .json or a .jsonl file.")
     ],
-    pattern: Annotated[str, typer.Option(help="Text of the harness's folded error message.")] = DEFAULT_PATTERN,
+    pattern: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pattern",
+            metavar="TEXT",
+            help=f"Text of a folded error message meaning no response (non_response); repeatable. "
+            f"Default: {DEFAULT_PATTERN!r}.",
+        ),
+    ] = None,
+    rejected_pattern: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rejected-pattern",
+            metavar="TEXT",
+            help="Text of a folded error message meaning the request was refused (rejected_request), e.g. "
+            "'Request failed with 400 status'; repeatable. Default: none.",
+        ),
+    ] = None,
     tools: Annotated[
         Path | None, typer.Option(help="JSON list of OpenAI tools (or {'tools': [...]}) for files that list none.")
     ] = None,
@@ -89,10 +115,18 @@ def audit_command(
     resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = BootstrapSettings().resamples,
     rng_seed: Annotated[int, typer.Option(help="Bootstrap RNG seed (recorded).")] = BootstrapSettings().rng_seed,
 ) -> None:
-    """Find turns where a generic error text was counted as "no tool call", relabel, and recount."""
+    """Find turns where a folded error text was counted as "no tool call", relabel, and recount."""
     settings = BootstrapSettings(resamples=resamples, rng_seed=rng_seed)
+    patterns = pattern or [DEFAULT_PATTERN]
     try:
-        report = audit(path, pattern=pattern, tools_file=tools, mode=mode, settings=settings)
+        report = audit(
+            path,
+            patterns=patterns,
+            rejected_patterns=rejected_pattern or [],
+            tools_file=tools,
+            mode=mode,
+            settings=settings,
+        )
     except InputError as exc:
         fail(escape(str(exc)))  # file names and JSON excerpts may hold [brackets] rich would read as markup
         return
