@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.analysis.diff import DiffError, diff_runs, diff_within
+from orchestrator.analysis import diff as diff_module
+from orchestrator.analysis.diff import DiffError, diff_runs, diff_within, seed_fidelities
 from orchestrator.analysis.diffconfig import argv_units, compare_configs
 from orchestrator.analysis.diffstats import (
     PERMUTATION_TEST,
@@ -26,7 +27,7 @@ from orchestrator.analysis.diffstats import (
 )
 from orchestrator.cli import app
 from orchestrator.core.stats import BootstrapSettings
-from orchestrator.runner.cellconfig import config_sha256
+from orchestrator.runner.cellconfig import IDENTITY_DEFAULTS, config_sha256
 
 REPO = Path(__file__).resolve().parent.parent
 CPU_RUN = REPO / "results" / "examples" / "20261203T131653Z-cpu-87d008"
@@ -41,6 +42,8 @@ SUMMARY_KEYS = {"run_a", "run_b", "correction", "alpha", "resamples", "rng_seed"
 SUMMARY_KEYS |= {"regressions", "improvements", "test", "n_compared", "any_detectable", "min_seeds_note", "cell_globs"}
 CELL_KEYS = {"cell_id", "n_paired_seeds", "mean_a", "mean_b", "delta", "ci_low", "ci_high", "p_value", "p_adjusted"}
 CELL_KEYS |= {"verdict", "config_changes", "flags_added", "flags_removed", "p_floor", "n_nonzero", "detectable"}
+CELL_KEYS |= {"own_mean_a", "own_mean_b"}
+SUMMARY_KEYS |= {"became_undefined", "became_defined"}
 NO_POWER_NOTE = (
     "with 8 paired seeds and 24 cells, no single-cell change can reach corrected significance "
     "(smallest holm-adjusted p 0.188 >= alpha 0.05); compare fewer cells (--cell) or run more seeds"
@@ -108,6 +111,7 @@ def test_run_against_identical_copy_changes_nothing(tmp_path: Path) -> None:
     for cell in defined:
         assert (cell["delta"], cell["ci_low"], cell["ci_high"], cell["p_value"]) == (0, 0, 0, 1)
         assert cell["verdict"] == "no_change" and cell["mean_a"] == cell["mean_b"]
+        assert cell["own_mean_a"] == cell["own_mean_b"] == cell["mean_a"]  # every seed paired
         assert (cell["n_nonzero"], cell["p_floor"], cell["detectable"]) == (0, 1, False)
     assert diff["n_compared"] == 24 and diff["any_detectable"] is False
     assert diff["min_seeds_note"] == NO_POWER_NOTE  # 24 * 2/256 >= 0.05 even had every seed differed
@@ -196,6 +200,100 @@ def test_argv_units_pair_flags_with_their_values() -> None:
     assert (config.flags_added, config.flags_removed) == (["--c"], ["--a"])
 
 
+def test_argv_units_keep_a_negative_number_with_its_flag() -> None:
+    argv = ["bin", "--temp", "-1", "--top-k", "-0.5", "--x", "1e-3", "--seed", "+3", "-", "--jinja"]
+    assert argv_units(argv) == ["bin", "--temp -1", "--top-k -0.5", "--x 1e-3", "--seed +3", "-", "--jinja"]
+    assert argv_units(["--a", "--b", "-1"]) == ["--a", "--b -1"]
+    assert argv_units(["-1", "x"]) == ["-1", "x"]  # a number is never a flag, even first
+    config = compare_configs({"argv": ["bin", "--temp", "-1"]}, {"argv": ["bin", "--temp", "-2"]})
+    assert (config.flags_added, config.flags_removed) == (["--temp -2"], ["--temp -1"])
+
+
+CANARY_TEXT = "<|im_start|>system\nYou are a canary<|im_end|>"
+
+
+def canary(sha: str | None) -> dict[str, Any]:
+    return {"via": "tokenize", "prompt": CANARY_TEXT + str(sha), "sha256": sha, "n_tokens": 9, "error": None}
+
+
+def test_sampling_defaults_canary_and_raw_template_are_compared() -> None:
+    defaults = {"source": "server:props", "values": {"temperature": 0.8}, "active_unsent": []}
+    before = {"sampling_defaults": defaults, "canary": canary("aa"), "raw_template_sha256": "r1"}
+    after = {
+        "sampling_defaults": {**defaults, "values": {"temperature": 0.6}},
+        "canary": canary("bb"),
+        "raw_template_sha256": "r2",
+    }
+    changes = {c.field: c for c in compare_configs(before, after).config_changes}
+    assert set(changes) == {"sampling_defaults", "canary", "raw_template_sha256"}
+    assert all(c.status == "changed" for c in changes.values())
+    assert changes["sampling_defaults"].after["values"] == {"temperature": 0.6}
+    assert (changes["canary"].before, changes["canary"].after) == ("aa", "bb")  # by its sha256 alone
+    assert (changes["raw_template_sha256"].before, changes["raw_template_sha256"].after) == ("r1", "r2")
+    dumped = json.dumps(compare_configs(before, after).model_dump())
+    assert CANARY_TEXT not in dumped  # never the prompt text
+    same = {
+        "sampling_defaults": defaults,
+        "canary": {**canary("aa"), "prompt": "other text"},
+        "raw_template_sha256": "r1",
+    }
+    assert compare_configs(before, same).config_changes == []  # the same sha256 is the same canary
+    gone = {c.field: c for c in compare_configs(before, {}).config_changes}
+    assert {f: c.status for f, c in gone.items()} == {f: "absent_in_b" for f in changes}
+    assert gone["canary"].before == "aa" and gone["canary"].after is None
+
+
+def test_a_key_one_file_lacks_is_absent_never_changed() -> None:
+    new = {"canary": canary("c1"), "canary_sha256": "c1", "chat_template_sha256": "t1", "call_format": "json"}
+    fields = {"canary", "chat_template_sha256", "call_format"}  # the canary is one field, by its sha256
+    old_without: dict[str, Any] = {}  # written before the fields existed
+    old_with_none = {"canary_sha256": None, "chat_template_sha256": None, "call_format": "auto"}
+    absent = {c.field: c for c in compare_configs(old_without, new).config_changes}
+    assert {f: c.status for f, c in absent.items()} == {f: "absent_in_a" for f in fields}
+    assert all(c.before is None for c in absent.values()) and absent["canary"].after == "c1"
+    changed = {c.field: c for c in compare_configs(old_with_none, new).config_changes}
+    assert {f: c.status for f, c in changed.items()} == {f: "changed" for f in fields}
+    assert (changed["canary"].before, changed["canary"].after) == (None, "c1")
+    assert (changed["call_format"].before, changed["call_format"].after) == ("auto", "json")
+    back = {c.field: c.status for c in compare_configs(new, old_without).config_changes}
+    assert back == {f: "absent_in_b" for f in fields}
+    # Missing on one side and at the digest's default on the other: no difference (the digest reads them alike).
+    assert compare_configs({}, dict(IDENTITY_DEFAULTS)).config_changes == []
+    assert [c.field for c in compare_configs({}, {"chat_template_sha256": None}).config_changes] == [
+        "chat_template_sha256"  # no recorded default: a key one side lacks is absent, whatever its value
+    ]
+
+
+# --- seeds ----------------------------------------------------------------------------------------------------
+
+
+def test_seed_fidelities_use_the_one_definition_and_keep_seed_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    real = diff_module.per_seed_fidelity
+
+    def spy(seeds: list[str], outcomes: list[str]) -> dict[str, float | None]:
+        calls.append(list(seeds))
+        return real(seeds, outcomes)
+
+    monkeypatch.setattr(diff_module, "per_seed_fidelity", spy)
+    records = [
+        {"suite": "ops", "seed": "s1", "outcome": "valid_call"},
+        {"suite": "web", "seed": "s1", "outcome": "hallucinated_call"},  # same seed name, other suite
+        {"suite": "ops", "seed": "s1", "sample": 1, "outcome": "rejected_request"},  # other sample: undefined
+        {"suite": "ops", "seed": "s1", "outcome": "non_response"},  # not eligible
+        {"suite": "ops", "seed": "s1", "outcome": "no_call_prose"},
+    ]
+    fidelity = seed_fidelities(records, {"suites": ["ops", "web"]})
+    assert list(fidelity.items()) == [(("ops", "s1", 0), 0.5), (("web", "s1", 0), 0.0), (("ops", "s1", 1), None)]
+    assert len(calls) == 1 and len(set(calls[0])) == 3  # one call, one key per (suite, seed, sample)
+    assert seed_fidelities([], {}) == {}
+    # A record without a suite takes the cell's only suite.
+    assert seed_fidelities([{"seed": "s", "outcome": "valid_call"}], {"suites": ["ops"]}) == {("ops", "s", 0): 1.0}
+    before = len(calls)
+    diff_runs(CPU_RUN, CPU_RUN, cells=[REGRESSED_CELL])
+    assert len(calls) == before + 2  # each side's seeds, through the same function
+
+
 # --- regressions ----------------------------------------------------------------------------------------------
 
 
@@ -210,11 +308,14 @@ def test_forced_regression_over_all_cells_is_honestly_not_detectable(tmp_path: P
     assert (cell["n_paired_seeds"], cell["n_nonzero"]) == (8, 7)
     assert cell["p_value"] == pytest.approx(REGRESSED_P) and cell["p_floor"] == pytest.approx(2 / 2**7)
     assert cell["p_adjusted"] == pytest.approx(24 * REGRESSED_P) and cell["detectable"] is False
-    assert cell["verdict"] == "no_change" and (diff["regressions"], diff["improvements"]) == (0, 0)
+    # The interval excludes 0 but the corrected p cannot pass: inconclusive, not no_change.
+    assert cell["verdict"] == "inconclusive" and (diff["regressions"], diff["improvements"]) == (0, 0)
     assert diff["any_detectable"] is False and diff["min_seeds_note"] == NO_POWER_NOTE
     plain = invoke(str(CPU_RUN), str(worse))
     assert plain.exit_code == 0 and "regressions: 0, improvements: 0" in plain.stdout
-    assert "no single-cell change can reach corrected significance" in plain.stdout
+    assert "no single-cell change can reach corrected significance" in plain.stdout and "inconclusive" in plain.stdout
+    others = [c for c in diff["cells"] if c["cell_id"] != REGRESSED_CELL and c["verdict"] != "undefined"]
+    assert others and all(c["verdict"] == "no_change" for c in others)  # their intervals hold 0
 
 
 def test_forced_regression_of_one_selected_cell_fails_the_exit_status(tmp_path: Path) -> None:
@@ -244,7 +345,7 @@ def test_bh_is_selectable_and_named_and_cell_is_repeatable(tmp_path: Path) -> No
     cell = by_cell(diff)[REGRESSED_CELL]
     assert cell["p_adjusted"] == pytest.approx(2 * REGRESSED_P) and cell["verdict"] == "regression"
     strict = as_json(invoke(str(CPU_RUN), str(worse), "--json", "--correction", "bh", "--alpha", "0.01", *two))
-    assert by_cell(strict)[REGRESSED_CELL]["verdict"] == "no_change" and strict["any_detectable"] is False
+    assert by_cell(strict)[REGRESSED_CELL]["verdict"] == "inconclusive" and strict["any_detectable"] is False
 
 
 def test_cell_glob_matching_nothing_is_an_error_and_zero_differences_get_their_own_note() -> None:
@@ -274,6 +375,78 @@ def test_seeds_and_cells_in_one_run_only_are_listed(tmp_path: Path) -> None:
     assert cell["seeds_only_in_a"] == ["ops/ops-07"] and cell["n_paired_seeds"] == 7
     back = as_json(invoke(str(fewer), str(CPU_RUN), "--json"))
     assert back["only_in_b"] == [gone] and by_cell(back)[REGRESSED_CELL]["seeds_only_in_b"] == ["ops/ops-07"]
+    # A cell gone from B fails the release gate, and the text says so; a cell new in B does not.
+    gate = invoke(str(CPU_RUN), str(fewer), "--fail-on-regression")
+    assert gate.exit_code == 1, gate.output
+    assert f"cells only in A: {gone} (missing from B: fails --fail-on-regression)" in gate.stdout
+    assert "--fail-on-regression: failed: 1 cell(s) only in A (missing from B)" in gate.output
+    assert invoke(str(CPU_RUN), str(fewer)).exit_code == 0  # only when asked
+    assert invoke(str(fewer), str(CPU_RUN), "--fail-on-regression").exit_code == 0
+
+
+def test_each_side_shows_its_own_figure_beside_the_paired_one(tmp_path: Path) -> None:
+    fewer = copy_run(tmp_path, "fewer")  # ops-07 (1 valid of 1) gone from B: A's own mean keeps it
+    rewrite_turns(fewer, lambda r: None if r["cell_id"] == REGRESSED_CELL and r["seed"] == "ops-07" else r)
+    cell = by_cell(as_json(invoke(str(CPU_RUN), str(fewer), "--json")))[REGRESSED_CELL]
+    assert cell["own_mean_a"] == pytest.approx(5.7 / 8) and cell["mean_a"] == pytest.approx(4.7 / 7)
+    assert cell["own_mean_b"] == cell["mean_b"] == pytest.approx(4.7 / 7)
+    table = invoke(str(CPU_RUN), str(fewer)).stdout
+    row = next(line for line in table.splitlines() if "67.1 (71.2)" in line)  # paired (own) for A; B as one
+    assert row.split()[2:5] == ["67.1", "(71.2)", "67.1"]
+
+
+def refuse_all(cell_id: str):
+    def change(record: dict[str, Any]) -> dict[str, Any]:
+        if record["cell_id"] == cell_id:
+            record["outcome"] = "rejected_request"
+        return record
+
+    return change
+
+
+def test_refusal_collapse_became_undefined_fails_the_gate(tmp_path: Path) -> None:
+    refused = copy_run(tmp_path, "refused")  # the stack now refuses every request of one cell
+    rewrite_turns(refused, refuse_all(REGRESSED_CELL))
+    result = invoke(str(CPU_RUN), str(refused), "--json", "--fail-on-regression")
+    assert result.exit_code == 1, result.output
+    diff = json.loads(result.stdout)
+    cell = by_cell(diff)[REGRESSED_CELL]
+    assert (cell["verdict"], cell["n_paired_seeds"], cell["mean_a"], cell["p_value"]) == (
+        "became_undefined",
+        0,
+        None,
+        None,
+    )
+    assert cell["own_mean_a"] == pytest.approx(5.7 / 8) and cell["own_mean_b"] is None  # A's figure stays in view
+    assert (diff["became_undefined"], diff["became_defined"], diff["regressions"]) == (1, 0, 0)
+    assert "1 cell(s) became undefined" in result.output
+    assert invoke(str(CPU_RUN), str(refused), "--json").exit_code == 0  # only fails the exit status when asked
+    table = invoke(str(CPU_RUN), str(refused), "--fail-on-regression")
+    assert table.exit_code == 1 and "became_undefined" in table.stdout and "— (71.2)" in table.stdout
+    assert "became undefined: 1, became defined: 0" in table.stdout
+    back = as_json(invoke(str(refused), str(CPU_RUN), "--json", "--fail-on-regression"))  # exit 0 (as_json)
+    assert by_cell(back)[REGRESSED_CELL]["verdict"] == "became_defined"
+    assert (back["became_undefined"], back["became_defined"]) == (0, 1)
+    assert invoke(str(refused), str(CPU_RUN), "--fail-on-regression").exit_code == 0
+    # Undefined on both sides (refused in both runs) stays plain undefined, and passes.
+    both = as_json(invoke(str(refused), str(refused), "--json"))
+    assert by_cell(both)[REGRESSED_CELL]["verdict"] == "undefined" and both["became_undefined"] == 0
+
+
+def test_require_power_exits_3_when_no_cell_is_detectable(tmp_path: Path) -> None:
+    copy = copy_run(tmp_path)
+    blind = invoke(str(CPU_RUN), str(copy), "--json", "--require-power")
+    assert blind.exit_code == 3, blind.output
+    assert json.loads(blind.stdout)["any_detectable"] is False  # stdout stays one JSON object
+    assert f"--require-power: failed: {NO_POWER_NOTE}" in " ".join(blind.output.split())
+    assert invoke(str(CPU_RUN), str(copy)).exit_code == 0  # without the flag: unchanged
+    worse = copy_run(tmp_path, "worse")
+    rewrite_turns(worse, hallucinate(REGRESSED_CELL))
+    alone = ("--cell", REGRESSED_CELL, "--require-power")
+    assert invoke(str(CPU_RUN), str(worse), *alone).exit_code == 0  # detectable: power is there
+    assert invoke(str(CPU_RUN), str(worse), *alone, "--fail-on-regression").exit_code == 1
+    nothing = invoke(str(CPU_RUN), str(copy), "--cell", "vllm-default__*__native", "--require-power")  # refused
+    assert nothing.exit_code == 3 and "no cell has a seed defined in both runs" in nothing.output
 
 
 # --- statistics -----------------------------------------------------------------------------------------------

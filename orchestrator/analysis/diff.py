@@ -14,12 +14,16 @@ p-values are large). `--cell` globs narrow m to the cells a release gate cares a
 
 The p-values of the cells with at least one paired seed are corrected together (Holm or Benjamini-Hochberg).
 A cell is a regression (B worse) or an improvement only when its corrected p < alpha and its interval
-excludes 0; `undefined` when no seed is defined in both; otherwise `no_change`. Cells and seeds present in
-one side only are listed, never dropped silently.
+excludes 0; `inconclusive` when the interval excludes 0 but the corrected p does not pass; `no_change` when
+the interval contains 0. With no seed defined in both: `became_undefined` when A is defined on a seed and B on
+none (a stack that now refuses every request), `became_defined` the reverse, else `undefined`. Each side's own
+figure (`own_mean_a`/`own_mean_b`, over all its defined seeds) stands beside the paired means. Cells and seeds
+present in one side only are listed, never dropped silently.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -40,15 +44,15 @@ from orchestrator.analysis.diffstats import (
     sign_flip_p,
 )
 from orchestrator.core.cell import slug
-from orchestrator.core.stats import DEFAULT_BOOTSTRAP, FEW_SEEDS_THRESHOLD, BootstrapSettings
-from orchestrator.core.types import INELIGIBLE_OUTCOMES, Outcome
+from orchestrator.core.stats import DEFAULT_BOOTSTRAP, FEW_SEEDS_THRESHOLD, BootstrapSettings, per_seed_fidelity
 from orchestrator.runner.store import RunStore, StoreError, counted_turns
 
 Correction = Literal["holm", "bh"]
 CORRECTIONS: tuple[str, ...] = ("holm", "bh")
-Verdict = Literal["regression", "improvement", "no_change", "undefined"]
+Verdict = Literal[
+    "regression", "improvement", "inconclusive", "no_change", "became_undefined", "became_defined", "undefined"
+]
 SeedId = tuple[str, str, int]  # (suite, seed, sample)
-_INELIGIBLE = [o.value for o in INELIGIBLE_OUTCOMES]
 
 
 class DiffError(ValueError):
@@ -78,8 +82,10 @@ class CellDiff(BaseModel):
     cell_b: str
     n_paired_seeds: int
     n_nonzero: int
-    mean_a: float | None
+    mean_a: float | None  # over the paired seeds
     mean_b: float | None
+    own_mean_a: float | None  # over all of that side's defined seeds
+    own_mean_b: float | None
     delta: float | None
     ci_low: float | None
     ci_high: float | None
@@ -117,6 +123,8 @@ class RunDiff(BaseModel):
     only_in_b: list[str]
     regressions: int
     improvements: int
+    became_undefined: int
+    became_defined: int
 
 
 def load_run(run_dir: Path) -> RunData:
@@ -156,16 +164,12 @@ def seed_label(seed: SeedId) -> str:
 
 
 def seed_fidelities(records: list[dict[str, Any]], cell: dict[str, Any]) -> dict[SeedId, float | None]:
-    """Per seed: valid / eligible turns; None (undefined) when the seed has no eligible turn."""
-    if not records:
-        return {}
+    """Per seed, in order of first appearance: core.stats.per_seed_fidelity (the one definition: valid /
+    eligible turns, None when the seed has no eligible turn), keyed by a string that keeps the whole identity."""
     keys = list(dict.fromkeys(seed_id(r, cell) for r in records))
-    position = {key: index for index, key in enumerate(keys)}
-    index = np.array([position[seed_id(r, cell)] for r in records], dtype=np.intp)
-    outcomes = np.array([str(r["outcome"]) for r in records], dtype=object)
-    eligible = np.bincount(index, weights=~np.isin(outcomes, _INELIGIBLE), minlength=len(keys))
-    valid = np.bincount(index, weights=outcomes == Outcome.VALID_CALL.value, minlength=len(keys))
-    return {key: (float(valid[i] / eligible[i]) if eligible[i] > 0 else None) for i, key in enumerate(keys)}
+    codes = {key: json.dumps(key) for key in keys}
+    fidelity = per_seed_fidelity([codes[seed_id(r, cell)] for r in records], [str(r["outcome"]) for r in records])
+    return {key: fidelity[codes[key]] for key in keys}
 
 
 def check_options(correction: str, alpha: float) -> None:
@@ -184,6 +188,10 @@ def adjust(p_values: list[float], correction: str) -> list[float]:
 
 def _mean(values: np.ndarray) -> float | None:
     return float(np.round(values.mean(), FLOAT_NOISE)) if values.size else None
+
+
+def _own_mean(seeds: dict[SeedId, float | None]) -> float | None:
+    return _mean(np.array([value for value in seeds.values() if value is not None], dtype=float))
 
 
 def compare_cell(
@@ -212,6 +220,8 @@ def compare_cell(
         n_nonzero=moved,
         mean_a=_mean(values_a),
         mean_b=_mean(values_b),
+        own_mean_a=_own_mean(seeds_a),
+        own_mean_b=_own_mean(seeds_b),
         delta=_mean(differences),
         ci_low=low,
         ci_high=high,
@@ -228,12 +238,16 @@ def compare_cell(
 
 def verdict_of(cell: CellDiff, alpha: float) -> Verdict:
     if cell.p_value is None or cell.p_adjusted is None or cell.ci_low is None or cell.ci_high is None:
+        if cell.own_mean_a is not None and cell.own_mean_b is None:
+            return "became_undefined"
+        if cell.own_mean_a is None and cell.own_mean_b is not None:
+            return "became_defined"
         return "undefined"
-    if cell.p_adjusted < alpha and cell.ci_high < 0:
-        return "regression"
-    if cell.p_adjusted < alpha and cell.ci_low > 0:
-        return "improvement"
-    return "no_change"
+    if cell.ci_low <= 0 <= cell.ci_high:
+        return "no_change"
+    if cell.p_adjusted >= alpha:
+        return "inconclusive"  # the interval excludes 0, but the corrected test cannot tell it from chance
+    return "regression" if cell.ci_high < 0 else "improvement"
 
 
 def decide(cells: list[CellDiff], correction: str, alpha: float) -> int:
@@ -314,6 +328,8 @@ def _summarise(
         only_in_b=only[1],
         regressions=sum(cell.verdict == "regression" for cell in cells),
         improvements=sum(cell.verdict == "improvement" for cell in cells),
+        became_undefined=sum(cell.verdict == "became_undefined" for cell in cells),
+        became_defined=sum(cell.verdict == "became_defined" for cell in cells),
     )
 
 

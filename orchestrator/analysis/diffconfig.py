@@ -7,13 +7,20 @@ its own base URL, its own binary and model paths), and a path under the model or
 same placeholder, so a different port or cache location is not a change.
 
 A field missing from one file (an older cell written before the field existed) is not a change to null: it is
-reported with status `absent_in_a` / `absent_in_b`; a field missing from both is skipped. An identity field
-with a recorded default (IDENTITY_DEFAULTS, e.g. call_format "auto") reads as that default when missing, as
-in the digest.
+reported with status `absent_in_a` / `absent_in_b`, never `changed`; a field missing from both is skipped. Only
+a key both files have can be `changed`: a chat_template_sha256 (or canary) that is None in an old file that has
+the key and a string in a new one changed; one the old file lacks is `absent_in_a`. An identity field with a
+recorded default (IDENTITY_DEFAULTS, e.g. call_format "auto") that is missing on one side and at that default
+on the other is no difference (the digest reads the two alike), and is not reported.
+
+The canary (the server's rendering of a fixed conversation) is one field, `canary`, compared and reported by
+its sha256 alone (`canary.sha256`, else the file's `canary_sha256`): its prompt text is long and says nothing
+the hash does not (the cell files hold the text), and `canary_sha256` would only repeat it.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
@@ -30,11 +37,19 @@ EXTRA_FIELDS: tuple[str, ...] = (
     "config_sha256",
     "chat_template_sha256",
     "server_defaults",
+    "sampling_defaults",
+    "canary",
+    "raw_template_sha256",
     "sampler",
     "decoding",
 )
-COMPARED_FIELDS: tuple[str, ...] = tuple(dict.fromkeys((*IDENTITY_FIELDS, *EXTRA_FIELDS)))
+CANARY_KEYS = ("canary", "canary_sha256")  # a file has the canary when it has either; `canary` reports both
+COMPARED_FIELDS: tuple[str, ...] = tuple(
+    field for field in dict.fromkeys((*IDENTITY_FIELDS, *EXTRA_FIELDS)) if field != "canary_sha256"
+)
 PATH_KEYS = ("model_path", "binary")
+# A token that reads as a number is a flag's value, never a flag: `--temp -1` is one unit.
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 class ConfigChange(BaseModel):
@@ -77,25 +92,34 @@ def _under_paths(value: Any, exact: dict[str, str]) -> Any:
 
 
 def portable(record: dict[str, Any], field: str) -> Any:
-    """A field of a cell record with its port and local paths replaced by placeholders."""
+    """A field of a cell record with its port and local paths replaced by placeholders; the canary as its
+    sha256 (None when the canary, or its rendering, is missing)."""
+    if field == "canary":
+        canary = record.get("canary")
+        return canary.get("sha256") if isinstance(canary, dict) else record.get("canary_sha256")
     exact = _placeholders(record)
     return _under_paths(_portable(record.get(field), exact, _port(record)), exact)
 
 
-def _present(record: dict[str, Any], field: str) -> bool:
-    return field in record or field in IDENTITY_DEFAULTS
+def _has(record: dict[str, Any], field: str) -> bool:
+    return any(key in record for key in CANARY_KEYS) if field == "canary" else field in record
+
+
+def _is_flag(token: str) -> bool:
+    return token.startswith("-") and not _NUMBER.fullmatch(token)
 
 
 def argv_units(argv: list[Any] | None) -> list[str]:
-    """An argv as flag units: `--flag value` (a flag followed by a non-flag), a lone `--flag`, or a positional
-    word; so a changed value reads as one flag removed and one added, not as two loose words."""
+    """An argv as flag units: `--flag value` (a flag followed by a non-flag: a negative number such as `-1` is a
+    value), a lone `--flag`, or a positional word; so a changed value reads as one flag removed and one added,
+    not as two loose words."""
     units: list[str] = []
     items = [str(item) for item in argv or []]
     index = 0
     while index < len(items):
         item = items[index]
-        takes_value = item.startswith("-") and "=" not in item and index + 1 < len(items)
-        if takes_value and not items[index + 1].startswith("-"):
+        takes_value = _is_flag(item) and "=" not in item and index + 1 < len(items)
+        if takes_value and not _is_flag(items[index + 1]):
             units.append(f"{item} {items[index + 1]}")
             index += 2
             continue
@@ -112,16 +136,19 @@ def _flag_delta(before: Any, after: Any) -> tuple[list[str], list[str]]:
 
 
 def _change(field: str, record_a: dict[str, Any], record_b: dict[str, Any]) -> ConfigChange | None:
-    in_a, in_b = _present(record_a, field), _present(record_b, field)
+    """A field both files have is `changed` when its values differ; one only a side has is absent on the other,
+    unless it is an identity field at its recorded default (the digest reads missing as that default)."""
+    in_a, in_b = _has(record_a, field), _has(record_b, field)
     if not in_a and not in_b:
         return None
-    before = portable(record_a, field) if field in record_a else IDENTITY_DEFAULTS.get(field)
-    after = portable(record_b, field) if field in record_b else IDENTITY_DEFAULTS.get(field)
-    if not in_a:
-        return ConfigChange(field=field, before=None, after=after, status="absent_in_a")
-    if not in_b:
-        return ConfigChange(field=field, before=before, after=None, status="absent_in_b")
-    return None if before == after else ConfigChange(field=field, before=before, after=after)
+    before = portable(record_a, field) if in_a else None
+    after = portable(record_b, field) if in_b else None
+    if in_a and in_b:
+        return None if before == after else ConfigChange(field=field, before=before, after=after)
+    present = before if in_a else after
+    if field in IDENTITY_DEFAULTS and present == IDENTITY_DEFAULTS[field]:
+        return None
+    return ConfigChange(field=field, before=before, after=after, status="absent_in_b" if in_a else "absent_in_a")
 
 
 def compare_configs(record_a: dict[str, Any], record_b: dict[str, Any]) -> ConfigDiff:

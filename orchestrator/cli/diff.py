@@ -14,17 +14,34 @@ from rich import box
 from rich.table import Table
 
 from orchestrator.analysis.diff import CORRECTIONS, CellDiff, DiffError, RunDiff, diff_runs, diff_within
-from orchestrator.cli import app, console, fail
+from orchestrator.cli import app, console, err_console, fail
 from orchestrator.core.stats import FEW_SEEDS_THRESHOLD, BootstrapSettings
 
 WIDE_LAYOUT = 140  # columns: below this the cell names and config changes move under the table
 MAX_FLAGS_SHOWN = 6  # a cross-stack argv differs almost everywhere; --json lists every flag
-VERDICT_STYLE = {"regression": "bold red", "improvement": "bold green", "no_change": "", "undefined": "dim"}
+VERDICT_STYLE = {
+    "regression": "bold red",
+    "improvement": "bold green",
+    "inconclusive": "yellow",
+    "no_change": "",
+    "became_undefined": "bold red",
+    "became_defined": "green",
+    "undefined": "dim",
+}
+NO_POWER_EXIT = 3  # --require-power: no compared cell could have shown a change
+GATE_HELP = "Exit 1 when any cell is a regression, became undefined, or is only in A (missing from B)."
+POWER_HELP = f"Exit {NO_POWER_EXIT} when no compared cell could reach corrected significance (none is detectable)."
 
 
 def _pct(value: float | None, signed: bool = False) -> str:
     """Fidelity in percent (points for a difference), as the wide report writes it; --json keeps the fractions."""
     return "—" if value is None else f"{100 * value:{'+' if signed else ''}.1f}"
+
+
+def _side(paired: float | None, own: float | None) -> str:
+    """A side's mean over the paired seeds and, where it differs, over all its own defined seeds (in brackets):
+    a side with no paired seed still shows its own figure."""
+    return _pct(paired) if _pct(paired) == _pct(own) else f"{_pct(paired)} ({_pct(own)})"
 
 
 def _p(value: float | None) -> str:
@@ -68,8 +85,8 @@ def diff_view(result: RunDiff, width: int) -> Table:
         view.add_row(
             cell.cell_id if wide else str(number),
             str(cell.n_paired_seeds) + ("*" if cell.few_seeds else ""),
-            _pct(cell.mean_a),
-            _pct(cell.mean_b),
+            _side(cell.mean_a, cell.own_mean_a),
+            _side(cell.mean_b, cell.own_mean_b),
             interval,
             _p(cell.p_value),
             _p(cell.p_adjusted),
@@ -118,13 +135,48 @@ def _footer(result: RunDiff, wide: bool) -> list[str]:
         f"correction: {result.correction} over {result.n_compared} cell(s){selected}, alpha {result.alpha}; "
         f"p: {result.test}; interval: paired seed bootstrap, {result.resamples} resamples, "
         f"rng seed {result.rng_seed}, {round(100 * result.confidence)}%",
-        f"regressions: {result.regressions}, improvements: {result.improvements}"
+        f"regressions: {result.regressions}, improvements: {result.improvements}, "
+        f"became undefined: {result.became_undefined}, became defined: {result.became_defined}"
         + (f"; * fewer than {FEW_SEEDS_THRESHOLD} paired seeds" if few else ""),
+        "A %, B %: the mean over the paired seeds (in brackets where it differs: over all that side's defined seeds)",
     ]
-    for side, cells in (("A", result.only_in_a), ("B", result.only_in_b)):
-        if cells:
-            lines.append(f"cells only in {side}: {', '.join(cells)}")
+    if result.only_in_a:
+        lines.append(f"cells only in A: {', '.join(result.only_in_a)} (missing from B: fails --fail-on-regression)")
+    if result.only_in_b:
+        lines.append(f"cells only in B: {', '.join(result.only_in_b)}")
     return lines + _cell_lines(result, wide) + _detectability(result)  # last: the tail of a CI log shows it
+
+
+def gate_failures(result: RunDiff) -> list[str]:
+    """Why the release gate (--fail-on-regression) fails, one phrase per reason; empty when it passes. A cell
+    that became undefined (B refuses what A served) or that is gone from B is no pass."""
+    reasons = []
+    if result.regressions:
+        reasons.append(f"{result.regressions} regression(s)")
+    if result.became_undefined:
+        reasons.append(f"{result.became_undefined} cell(s) became undefined (no defined seed in B)")
+    if result.only_in_a:
+        reasons.append(f"{len(result.only_in_a)} cell(s) only in A (missing from B)")
+    return reasons
+
+
+def power_failure(result: RunDiff) -> str | None:
+    """Why --require-power fails: no compared cell is detectable; None when one is."""
+    if result.any_detectable:
+        return None
+    return result.min_seeds_note or "no cell has a seed defined in both runs to compare"
+
+
+def _exit_status(result: RunDiff, fail_on_regression: bool, require_power: bool) -> None:
+    """A failed gate (exit 1) before missing power (exit 3): a known failure outranks an inconclusive diff."""
+    reasons = gate_failures(result) if fail_on_regression else []
+    if reasons:
+        err_console.print(f"--fail-on-regression: failed: {'; '.join(reasons)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    reason = power_failure(result) if require_power else None
+    if reason:
+        err_console.print(f"--require-power: failed: {reason}", highlight=False, soft_wrap=True)
+        raise typer.Exit(NO_POWER_EXIT)
 
 
 @app.command("diff")
@@ -143,9 +195,8 @@ def diff_command(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    fail_on_regression: Annotated[
-        bool, typer.Option("--fail-on-regression", help="Exit 1 when any cell is a regression.")
-    ] = False,
+    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help=GATE_HELP)] = False,
+    require_power: Annotated[bool, typer.Option("--require-power", help=POWER_HELP)] = False,
     correction: Annotated[str, typer.Option(help=f"Multiple-comparison correction: {' | '.join(CORRECTIONS)}.")] = (
         "holm"
     ),
@@ -156,8 +207,8 @@ def diff_command(
     rng_seed: Annotated[int, typer.Option(help="Bootstrap RNG seed (recorded).")] = BootstrapSettings().rng_seed,
 ) -> None:
     """Seed-paired fidelity difference B − A per cell, with a bootstrap interval, a sign-flip permutation
-    p-value corrected across the compared cells, a verdict (regression | improvement | no_change | undefined)
-    and the config fields that changed."""
+    p-value corrected across the compared cells, a verdict (regression | improvement | inconclusive |
+    no_change | became_undefined | became_defined | undefined) and the config fields that changed."""
     settings = BootstrapSettings(resamples=resamples, rng_seed=rng_seed)
     try:
         if within is not None:
@@ -176,5 +227,4 @@ def diff_command(
         console.print(diff_view(result, console.width))
         for line in _footer(result, console.width >= WIDE_LAYOUT):
             console.print(line, highlight=False, soft_wrap=True)
-    if fail_on_regression and result.regressions:
-        raise typer.Exit(1)
+    _exit_status(result, fail_on_regression, require_power)
