@@ -20,10 +20,10 @@ pytestmark = pytest.mark.integration
 DECODING = Decoding(temperature=0.0, max_tokens=24, seed=1)
 
 
-def config(model: str, binary: str):
+def config(model: str, binary: str, tool_config: str = "jinja"):
     return server_config(
         stack="llamacpp",
-        tool_config="jinja",
+        tool_config=tool_config,
         launcher="process",
         model=model,
         binary=binary,
@@ -47,6 +47,7 @@ def test_the_harness_renders_the_model_template_as_the_server_does(llama_server_
         # GGUF's template (SmolLM2's template ignores tools; the server's rendering does too).
         harness = render_chat(template, CANARY_MESSAGES, CANARY_TOOLS)
         assert harness == canary["prompt"]
+        assert canary["plain"]["prompt"] == render_chat(template, CANARY_MESSAGES[:2], None)
         supports_tools = result.capabilities["/props#chat_template_caps"]["supports_tools"]
         call = '<tool_call>\n{"name": "pod_status", "arguments": {"name": "api-1"}}\n</tool_call>'
         assert (call in harness) is supports_tools
@@ -126,3 +127,13 @@ def test_a_template_that_fails_mid_seed_ends_that_seed_recorded(llama_server_bin
     )
     assert last.error is not None and "tool role unsupported" in str(last.error.body)
     assert final.end is SeedEnd.TEMPLATE_ERROR and len(records) == 2
+
+
+def test_without_jinja_the_tools_canary_is_refused_and_the_plain_one_rendered(llama_server_binary: str) -> None:
+    cfg = config("qwen2.5-coder-0.5b-instruct", llama_server_binary, "no-jinja")
+    with running_server(cfg, run_id="test-render") as handle:
+        canary = probe(handle, cfg).canary
+    assert canary is not None and canary["prompt"] is None and "requires --jinja" in canary["error"]
+    plain = canary["plain"]
+    assert plain["error"] is None and plain["n_tokens"] > 10
+    assert "What is the status of pod api-1?" in plain["prompt"] and "pod_status" not in plain["prompt"]

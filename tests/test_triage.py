@@ -299,3 +299,17 @@ def test_a_cell_file_without_its_mode_is_named(tmp_path: Path) -> None:
     result = runner.invoke(app, ["triage", str(run)])
     assert result.exit_code == 2 and f"{LOW}.json" in result.output and "tools_mode" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_mode_without_tools_compares_the_tool_less_canary(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    edit_turns(run, lambda r: r["tokens"].update(prompt=None) if r["cell_id"] in (LOW, PEER) else None)
+    for cell, plain in ((LOW, "P"), (PEER, "P")):  # same tool-less prompt, different tool rendering
+        edit_cell(run, cell, lambda d, plain=plain, cell=cell: d.update(
+            canary={"prompt": cell, "sha256": cell, "plain": {"prompt": plain, "sha256": plain}},
+            sampling_defaults={"values": {}, "active_unsent": []},
+        ))  # fmt: skip
+    assert verdicts(run, 0.65)[LOW].verdict == "model"
+    edit_cell(run, PEER, lambda d: d["canary"].update(plain={"prompt": "Q", "sha256": "Q"}))
+    cell = verdicts(run, 0.65)[LOW]
+    assert cell.verdict == "template_differs" and cell.evidence["compared"] == "canary prompt (no tools)"

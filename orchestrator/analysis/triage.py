@@ -229,6 +229,15 @@ def _first_turn_prompts(facts: CellFacts) -> dict[str, int]:
     }
 
 
+def _canary_for(config: dict[str, Any], sends_tools: bool) -> tuple[dict[str, Any], str]:
+    """The canary a mode's requests resemble: with tools for modes that send them, else the tool-less one (a
+    run recorded before it existed has only the tools canary)."""
+    canary = config.get("canary") or {}
+    if sends_tools or "plain" not in canary:
+        return canary, "canary prompt (with tools)"
+    return canary["plain"] or {}, "canary prompt (no tools)"
+
+
 def _prompt_difference(facts: CellFacts, peer: CellFacts) -> dict[str, Any] | None:
     """How this cell's prompt differs from the peer's, judged by what the mode actually sends; None if it does not
     (or nothing recorded can tell)."""
@@ -242,13 +251,14 @@ def _prompt_difference(facts: CellFacts, peer: CellFacts) -> dict[str, Any] | No
     }
     if differing:
         return {"compared": "first-turn prompt tokens per seed", "differing_seeds": differing}
-    canary, other = mine.get("canary") or {}, theirs.get("canary") or {}
+    if set(ours) & set(peers) and not mode_of(mine["tools_mode"]).sends_tools:
+        return None  # the same first prompts on every seed: nothing the template adds for tools plays a part
+    sends = mode_of(mine["tools_mode"]).sends_tools
+    (canary, label), (other, _) = _canary_for(mine, sends), _canary_for(theirs, sends)
     if canary.get("sha256") and other.get("sha256") and canary["sha256"] != other["sha256"]:
-        if not mode_of(mine["tools_mode"]).sends_tools and set(ours) & set(peers):
-            return None  # same first prompts on every seed: the canary's tool rendering plays no part here
         names = (mine["stack_label"], theirs["stack_label"])
         return {
-            "compared": "canary prompt (with tools)",
+            "compared": label,
             "canary_sha256": {names[0]: canary["sha256"], names[1]: other["sha256"]},
             "hunk": canary_hunk(canary.get("prompt") or "", other.get("prompt") or "", names),
         }

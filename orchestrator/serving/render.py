@@ -134,19 +134,27 @@ def prompt_counter(spec: StackSpec, base_url: str, served_name: str) -> PromptCo
     return count
 
 
-def canary(base_url: str, spec: StackSpec, served_name: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    """The canary conversation as this server renders it, for the cell record: text, sha256, token count."""
-    with httpx.Client(headers=headers) as client:
-        rendered = render_conversation(client, base_url, spec, served_name, CANARY_MESSAGES, CANARY_TOOLS)
+def _record(spec: StackSpec, rendered: Rendered, conversation: list[Any]) -> dict[str, Any]:
     return {
         "via": None if spec.render is None else spec.render.kind,
         "prompt": rendered.text,
         "sha256": hashlib.sha256(rendered.text.encode()).hexdigest() if rendered.text is not None else None,
         "n_tokens": rendered.n_tokens,
         "error": rendered.error,
-        "conversation_sha256": hashlib.sha256(
-            json.dumps([CANARY_MESSAGES, CANARY_TOOLS], sort_keys=True).encode()
-        ).hexdigest(),
+        "conversation_sha256": hashlib.sha256(json.dumps(conversation, sort_keys=True).encode()).hexdigest(),
+    }
+
+
+def canary(base_url: str, spec: StackSpec, served_name: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """The canary conversation as this server renders it, for the cell record: text, sha256, token count; and
+    `plain`, its first two messages without tools, which every template renders (llama.cpp without jinja
+    refuses any conversation with tools) and which is what a mode that sends no tools shows the model."""
+    with httpx.Client(headers=headers) as client:
+        full = render_conversation(client, base_url, spec, served_name, CANARY_MESSAGES, CANARY_TOOLS)
+        plain = render_conversation(client, base_url, spec, served_name, CANARY_MESSAGES[:2], None)
+    return {
+        **_record(spec, full, [CANARY_MESSAGES, CANARY_TOOLS]),
+        "plain": _record(spec, plain, [CANARY_MESSAGES[:2], None]),
     }
 
 
