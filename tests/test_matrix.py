@@ -31,7 +31,7 @@ turn_cap: 4
 """
 
 
-@pytest.mark.parametrize("name", ["cpu", "smoke", "full", "paper", "paper-cpu"])
+@pytest.mark.parametrize("name", ["cpu", "smoke", "full", "paper", "paper-cpu", "diffcheck", "diffcheck-flag"])
 def test_shipped_matrices_validate(name: str) -> None:
     matrix, digest = load_matrix(REPO_ROOT / "matrices" / f"{name}.yaml")
     assert len(digest) == 64 and expand(matrix)
