@@ -174,3 +174,22 @@ def test_a_bos_the_tokenizer_adds_itself_is_not_sent_twice() -> None:
     for adds_bos in (False, None):  # the tokenizer adds none (or nobody knows): the template's BOS stays
         keeps = ChatTemplate(text=text, source="t", bos_token="<s>", adds_bos=adds_bos)
         assert raw_prompt(keeps, messages, []) == "<s>[user]hi"
+
+
+def test_where_the_tokenizer_adds_bos_is_read_from_the_model_files(tmp_path: Path) -> None:
+    (tmp_path / "chat_template.jinja").write_text("{{ bos_token }}x")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|begin_of_text|>"}))
+    assert model_template(str(tmp_path)).adds_bos is None  # nothing says
+    llama3 = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<|begin_of_text|>"}}, {"Sequence": {"id": "A"}}],
+    }
+    (tmp_path / "tokenizer.json").write_text(
+        json.dumps({"post_processor": {"type": "Sequence", "processors": [{"type": "ByteLevel"}, llama3]}})
+    )
+    assert model_template(str(tmp_path)).adds_bos is True
+    qwen = {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A"}}]}
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"post_processor": qwen}))
+    assert model_template(str(tmp_path)).adds_bos is False
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True}))
+    assert model_template(str(tmp_path)).adds_bos is True  # the config's own flag wins

@@ -38,6 +38,8 @@ def test_the_harness_renders_the_model_template_as_the_server_does(llama_server_
     spec = load_stack("llamacpp")
     template = model_template(cfg.model.path)
     assert template.source == "gguf:tokenizer.chat_template" and template.eos_token
+    if model.startswith("qwen"):  # the GGUF says its tokenizer adds no BOS (tokenizer.ggml.add_bos_token false)
+        assert template.adds_bos is False
     with running_server(cfg, run_id="test-render") as handle, httpx.Client() as client:
         result = probe(handle, cfg)
         canary = result.canary

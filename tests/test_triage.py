@@ -293,6 +293,62 @@ def test_a_parser_rejection_that_quotes_nothing_is_the_models_turn(tmp_path: Pat
     assert verdicts(run)[cell_id].verdict == "model"
 
 
+def add_raw_template_cell(run: Path, source: str, raw: str, valid: bool) -> None:
+    """A raw-template cell built from another cell's seeds, every answer made valid (or not)."""
+    data = json.loads((run / "cells" / f"{source}.json").read_text())
+    (run / "cells" / f"{raw}.json").write_text(json.dumps({**data, "cell_id": raw, "tools_mode": "raw-template"}))
+    outcome = "valid_call" if valid else "no_call_prose"
+    copies = [
+        json.dumps({**r, "cell_id": raw, "tools_mode": "raw-template", "outcome": outcome})
+        for r in map(json.loads, (run / "turns.jsonl").read_text().splitlines())
+        if r["cell_id"] == source
+    ]
+    with (run / "turns.jsonl").open("a") as handle:
+        handle.write("\n".join(copies) + "\n")
+
+
+def test_a_parser_rejection_is_the_stacks_when_the_raw_template_arm_does_better(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    cell_id = f"llamacpp-jinja__{QWEN}__native"
+    edit_turns(
+        run,
+        lambda r: (
+            r.update(http_status=500, text_call_recoverable=False, detail="parse:server_rejected_output")
+            if r["cell_id"] == cell_id
+            else None
+        ),
+    )
+    add_raw_template_cell(
+        run, f"llamacpp-jinja__{QWEN}__text-tools", f"llamacpp-jinja__{QWEN}__raw-template", valid=True
+    )
+    cell = verdicts(run)[cell_id]
+    assert cell.verdict == "parser_loss" and cell.evidence["raw_template"]["per_seed_mean"] == 1.0
+
+
+def test_turns_the_template_could_not_render_are_not_the_servers_silence(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    cell_id = f"vllm-hermes__{QWEN}__text-tools"
+    lines = []
+    for record in map(json.loads, (run / "turns.jsonl").read_text().splitlines()):
+        lines.append(json.dumps(record))
+        if record["cell_id"] == cell_id and record["turn"] == 0:  # each seed: 5 more turns that never went out
+            lines += [
+                json.dumps(
+                    {
+                        **record,
+                        "turn": 99 + k,
+                        "outcome": "non_response",
+                        "detail": "template:render_failed",
+                        "http_status": None,
+                    }
+                )
+                for k in range(5)
+            ]
+    (run / "turns.jsonl").write_text("\n".join(lines) + "\n")
+    cell = verdicts(run)[cell_id]
+    assert cell.verdict == "model"  # 40 of 75 records are template failures: no majority of silence
+
+
 def test_a_cell_file_without_its_mode_is_named(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
     edit_cell(run, LOW, lambda d: d.pop("tools_mode"))

@@ -7,10 +7,12 @@ in both, and the mean paired difference B - A gets a seed-level percentile boots
 resampled, one fresh generator per cell from the recorded RNG seed).
 
 The p-value is a two-sided paired sign-flip permutation test of the mean difference (analysis/diffstats.py:
-why not the bootstrap, exact or Monte Carlo). `p_floor` is the smallest p a cell's k nonzero differences can
-give (2 / 2^k), and a cell is `detectable` when m * p_floor < alpha over the m cells corrected together: a
-change in that cell alone can then pass (m * p is its Holm-adjusted p, and its BH one when the other cells'
-p-values are large). `--cell` globs narrow m to the cells a release gate cares about.
+why not the bootstrap, exact or Monte Carlo). Detectability is a property of the design, not of what changed:
+`p_floor_paired` is the smallest p the test could give had every one of the n paired seeds differed (2 / 2^n,
+1 / (resamples + 1) past 16), and a cell is `detectable` when m * p_floor_paired < alpha over the m cells
+corrected together: a change in that cell alone could then pass (m * p is its Holm-adjusted p, and its BH one
+when the other cells' p-values are large). `--cell` globs narrow m to the cells a release gate cares about.
+`p_floor` is the same bound over the k seeds that did differ (2 / 2^k): information only.
 
 The p-values of the cells with at least one paired seed are corrected together (Holm or Benjamini-Hochberg).
 A cell is a regression (B worse) or an improvement only when its corrected p < alpha and its interval
@@ -18,7 +20,8 @@ excludes 0; `inconclusive` when the interval excludes 0 but the corrected p does
 the interval contains 0. With no seed defined in both: `became_undefined` when A is defined on a seed and B on
 none (a stack that now refuses every request), `became_defined` the reverse, else `undefined`. Each side's own
 figure (`own_mean_a`/`own_mean_b`, over all its defined seeds) stands beside the paired means. Cells and seeds
-present in one side only are listed, never dropped silently.
+present in one side only are listed, never dropped silently; `n_lost_seeds` counts the seeds defined in A that
+are undefined or absent in B (a partial collapse the paired statistics cannot see: the gate fails on it).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
-from orchestrator.analysis.diffconfig import ConfigChange, compare_configs
+from orchestrator.analysis.diffconfig import ConfigChange, compare_configs, stack_label, within_key
 from orchestrator.analysis.diffstats import (
     FLOAT_NOISE,
     PERMUTATION_TEST,
@@ -43,7 +46,6 @@ from orchestrator.analysis.diffstats import (
     paired_bootstrap,
     sign_flip_p,
 )
-from orchestrator.core.cell import slug
 from orchestrator.core.stats import DEFAULT_BOOTSTRAP, FEW_SEEDS_THRESHOLD, BootstrapSettings, per_seed_fidelity
 from orchestrator.runner.store import RunStore, StoreError, counted_turns
 
@@ -90,13 +92,15 @@ class CellDiff(BaseModel):
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
-    p_floor: float | None
+    p_floor: float | None  # over the seeds that differ: information
+    p_floor_paired: float | None  # over all paired seeds: what `detectable` reads
     p_adjusted: float | None = None
     detectable: bool = False
     verdict: Verdict = "undefined"
     few_seeds: bool
     n_undefined_a: int
     n_undefined_b: int
+    n_lost_seeds: int  # defined in A, undefined or absent in B
     seeds_only_in_a: list[str]
     seeds_only_in_b: list[str]
     config_changes: list[ConfigChange]
@@ -207,10 +211,11 @@ def compare_cell(
     values_b = np.array([seeds_b[seed] for seed in paired], dtype=float)
     differences = values_b - values_a
     moved = nonzero(differences).size
-    low = high = p_value = floor = None
+    low = high = p_value = floor = floor_paired = None
     if paired:
         low, high = paired_bootstrap(differences, settings)
         p_value, floor = sign_flip_p(differences, settings), p_floor(moved, settings.resamples)
+        floor_paired = p_floor(len(paired), settings.resamples)
     config = compare_configs(record_a, record_b)
     return CellDiff(
         cell_id=label,
@@ -227,9 +232,11 @@ def compare_cell(
         ci_high=high,
         p_value=p_value,
         p_floor=floor,
+        p_floor_paired=floor_paired,
         few_seeds=len(paired) < FEW_SEEDS_THRESHOLD,
         n_undefined_a=sum(seeds_a[seed] is None for seed in common),
         n_undefined_b=sum(seeds_b[seed] is None for seed in common),
+        n_lost_seeds=sum(value is not None and seeds_b.get(seed) is None for seed, value in seeds_a.items()),
         seeds_only_in_a=[seed_label(s) for s in seeds_a if s not in seeds_b],
         seeds_only_in_b=[seed_label(s) for s in seeds_b if s not in seeds_a],
         **config.model_dump(),
@@ -257,31 +264,26 @@ def decide(cells: list[CellDiff], correction: str, alpha: float) -> int:
     p_values = [cell.p_value for cell in tested if cell.p_value is not None]
     for cell, adjusted in zip(tested, adjust(p_values, correction), strict=True):
         cell.p_adjusted = adjusted
-        # A change in this cell alone: its Holm-adjusted p is m * p, and BH's is too when the other p's are large.
-        cell.detectable = cell.p_floor is not None and len(tested) * cell.p_floor < alpha
+        # Had every paired seed of this cell alone differed: its Holm-adjusted p is m * p, and BH's is too when
+        # the other p's are large. Of the design, not of what changed: an unchanged release is detectable too.
+        cell.detectable = cell.p_floor_paired is not None and len(tested) * cell.p_floor_paired < alpha
     for cell in cells:
         cell.verdict = verdict_of(cell, alpha)
     return len(tested)
 
 
 def min_seeds_note(cells: list[CellDiff], compared: int, options: Options) -> str | None:
-    """One line when no compared cell can reach corrected significance: because there are too few seeds for
-    this many cells (even if every paired seed differed), or because too few of the seeds differ."""
-    tested = [cell for cell in cells if cell.p_floor is not None]
+    """One line when no compared cell could reach corrected significance even had every paired seed differed:
+    too few paired seeds for this many cells. None when a cell could (whether or not anything changed)."""
+    tested = [cell for cell in cells if cell.p_floor_paired is not None]
     if not tested or any(cell.detectable for cell in tested):
         return None
     seeds = max(cell.n_paired_seeds for cell in tested)
     best = min(1.0, compared * p_floor(seeds, options.settings.resamples))
-    if best >= options.alpha:
-        return (
-            f"with {seeds} paired seeds and {compared} cells, no single-cell change can reach corrected "
-            f"significance (smallest {options.correction}-adjusted p {best:.3g} >= alpha {options.alpha}); "
-            "compare fewer cells (--cell) or run more seeds"
-        )
-    differing = max(cell.n_nonzero for cell in tested)
     return (
-        f"no compared cell differs on enough seeds to reach corrected significance over {compared} cells "
-        f"(at most {differing} of {seeds} paired seeds differ)"
+        f"with {seeds} paired seeds and {compared} cells, no single-cell change can reach corrected "
+        f"significance (smallest {options.correction}-adjusted p {best:.3g} >= alpha {options.alpha}); "
+        "compare fewer cells (--cell) or run more seeds"
     )
 
 
@@ -354,17 +356,6 @@ def diff_runs(
     return _summarise(run_a, run_b, pairs, (only_a, only_b), Options(correction, alpha, settings, None, cells))
 
 
-def stack_label(cell: dict[str, Any]) -> str:
-    return str(cell.get("stack_label") or str(cell["cell_id"]).split("__", 1)[0])
-
-
-def _rest(cell: dict[str, Any]) -> str:
-    """The cell's id without its stack config: model, mode and later axes, which pair cells across stacks."""
-    prefix = slug(stack_label(cell)) + "__"
-    cell_id = str(cell["cell_id"])
-    return cell_id[len(prefix) :] if cell_id.startswith(prefix) else cell_id
-
-
 def diff_within(
     run_dir: Path,
     stack_a: str,
@@ -385,8 +376,8 @@ def diff_within(
             raise DiffError(f"{run_dir}: no stack config {name!r} in this run (it has: {', '.join(labels)})")
     if stack_a == stack_b:
         raise DiffError(f"--within {stack_a} {stack_b}: name two different stack configs")
-    side_a = {_rest(c): c["cell_id"] for c in run.cells.values() if stack_label(c) == stack_a}
-    side_b = {_rest(c): c["cell_id"] for c in run.cells.values() if stack_label(c) == stack_b}
+    side_a = {within_key(c): c["cell_id"] for c in run.cells.values() if stack_label(c) == stack_a}
+    side_b = {within_key(c): c["cell_id"] for c in run.cells.values() if stack_label(c) == stack_b}
     ordered = select(sorted(side_a, key=lambda rest: _order(run, side_a[rest])), cells, sorted({*side_a, *side_b}))
     pairs = [(rest, side_a[rest], side_b[rest]) for rest in ordered if rest in side_b]
     only_a = [side_a[rest] for rest in ordered if rest not in side_b]

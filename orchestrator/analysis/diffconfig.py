@@ -13,9 +13,11 @@ the key and a string in a new one changed; one the old file lacks is `absent_in_
 recorded default (IDENTITY_DEFAULTS, e.g. call_format "auto") that is missing on one side and at that default
 on the other is no difference (the digest reads the two alike), and is not reported.
 
-The canary (the server's rendering of a fixed conversation) is one field, `canary`, compared and reported by
-its sha256 alone (`canary.sha256`, else the file's `canary_sha256`): its prompt text is long and says nothing
-the hash does not (the cell files hold the text), and `canary_sha256` would only repeat it.
+The canary (the server's rendering of a fixed conversation) is two fields, each compared and reported by its
+sha256 alone: `canary`, the conversation with tools (`canary.sha256`, else an older file's top-level
+`canary_sha256`), and `canary_plain`, the same conversation without tools (`canary.plain.sha256`; a file
+written before it existed lacks it: absent, never changed). The prompt text is long and says nothing the hash
+does not (the cell files hold the text), and `canary_sha256` would only repeat `canary`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from orchestrator.core.cell import slug
 from orchestrator.runner.cellconfig import IDENTITY_DEFAULTS, IDENTITY_FIELDS, _portable
 
 EXTRA_FIELDS: tuple[str, ...] = (
@@ -39,11 +42,13 @@ EXTRA_FIELDS: tuple[str, ...] = (
     "server_defaults",
     "sampling_defaults",
     "canary",
+    "canary_plain",
     "raw_template_sha256",
     "sampler",
     "decoding",
 )
 CANARY_KEYS = ("canary", "canary_sha256")  # a file has the canary when it has either; `canary` reports both
+CANARY_FIELDS = ("canary", "canary_plain")  # compared by sha256: with tools, and without (canary.plain)
 COMPARED_FIELDS: tuple[str, ...] = tuple(
     field for field in dict.fromkeys((*IDENTITY_FIELDS, *EXTRA_FIELDS)) if field != "canary_sha256"
 )
@@ -92,17 +97,33 @@ def _under_paths(value: Any, exact: dict[str, str]) -> Any:
 
 
 def portable(record: dict[str, Any], field: str) -> Any:
-    """A field of a cell record with its port and local paths replaced by placeholders; the canary as its
+    """A field of a cell record with its port and local paths replaced by placeholders; a canary as its
     sha256 (None when the canary, or its rendering, is missing)."""
-    if field == "canary":
-        canary = record.get("canary")
-        return canary.get("sha256") if isinstance(canary, dict) else record.get("canary_sha256")
+    if field in CANARY_FIELDS:
+        return _canary_sha256(record, field)
     exact = _placeholders(record)
     return _under_paths(_portable(record.get(field), exact, _port(record)), exact)
 
 
+def _canary_sha256(record: dict[str, Any], field: str) -> Any:
+    """`canary`: canary.sha256 first, then an older file's top-level canary_sha256; `canary_plain`: the
+    tool-less rendering's canary.plain.sha256."""
+    canary = record.get("canary")
+    if field == "canary_plain":
+        plain = canary.get("plain") if isinstance(canary, dict) else None
+        return plain.get("sha256") if isinstance(plain, dict) else None
+    if isinstance(canary, dict) and canary.get("sha256") is not None:
+        return canary["sha256"]
+    return record.get("canary_sha256")
+
+
 def _has(record: dict[str, Any], field: str) -> bool:
-    return any(key in record for key in CANARY_KEYS) if field == "canary" else field in record
+    if field == "canary":
+        return any(key in record for key in CANARY_KEYS)
+    if field == "canary_plain":
+        canary = record.get("canary")
+        return isinstance(canary, dict) and "plain" in canary
+    return field in record
 
 
 def _is_flag(token: str) -> bool:
@@ -157,3 +178,15 @@ def compare_configs(record_a: dict[str, Any], record_b: dict[str, Any]) -> Confi
     argv_changed = any(c.field == "argv" and c.status == "changed" for c in changes)
     added, removed = _flag_delta(portable(record_a, "argv"), portable(record_b, "argv")) if argv_changed else ([], [])
     return ConfigDiff(config_changes=changes, flags_added=added, flags_removed=removed)
+
+
+def stack_label(cell: dict[str, Any]) -> str:
+    """A cell record's stack config label (older files: the cell id's first part)."""
+    return str(cell.get("stack_label") or str(cell["cell_id"]).split("__", 1)[0])
+
+
+def within_key(cell: dict[str, Any]) -> str:
+    """The cell's id without its stack config: model, mode and later axes, which pair cells across stacks."""
+    prefix = slug(stack_label(cell)) + "__"
+    cell_id = str(cell["cell_id"])
+    return cell_id[len(prefix) :] if cell_id.startswith(prefix) else cell_id

@@ -17,12 +17,14 @@ from orchestrator.core.replyfacts import (
     CACHE_NOT_CLEARED_FLAG,
     CACHE_SHARED_FLAG,
     CONSTRAINT_VIOLATED_FLAG,
+    PROMPT_COUNT_UNAVAILABLE_FLAG,
+    PROMPT_TRUNCATED_FLAG,
     TRUNCATED_FLAG,
 )
 from orchestrator.core.stats import BootstrapSettings, cell_stats
 from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, ToolsMode, TransportError
 from orchestrator.runner.provenance import run_stacks
-from orchestrator.runner.store import RunStore, counted_turns
+from orchestrator.runner.store import RunStore, counted_turns, turn_key
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.stackspec import StackSpec
 
@@ -54,8 +56,11 @@ CONFIG_COLUMNS = [
     "turn_cap",
     "status",
 ]
-# Flags the runner sets (the rest are read from the answer, so --reclassify recomputes them).
+# Flags the runner sets (the rest are read from the answer, so --reclassify recomputes them): the cache family
+# and the prompt-count facts (truncated:prompt shares its family with truncated:max_tokens, read from the answer).
 RUNNER_FLAG_FAMILIES = frozenset({CACHE_NOT_CLEARED_FLAG.split(":")[0]})
+RUNNER_FLAGS = frozenset({PROMPT_TRUNCATED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG})
+HARNESS_ERRORS = frozenset({"template_error"})  # turns the harness could not send: no answer to recompute
 PAPER_MODES = {"native": "native", "native+hint": "native_hint", "text-tools": "text_tools"}
 PAPER_FIELDS = ("seed", "lo", "hi", "pooled", "n", "rej", "n_seeds")
 
@@ -70,7 +75,8 @@ def reclassify(
     retried = _retried_attempts(turns)
     out = []
     for turn in turns:
-        if _attempt_key(turn) in retried:  # a later attempt answered this turn: the run's verdict stands
+        harness_error = (turn.get("error") or {}).get("type") in HARNESS_ERRORS
+        if _attempt_key(turn) in retried or harness_error:  # a later attempt answered / nothing was sent
             out.append(turn)
             continue
         cell = cells.get(turn["cell_id"], {})
@@ -91,7 +97,11 @@ def reclassify(
             call_format=cell.get("call_format") or AUTO_FORMAT,
         )
         # Flags the runner added (not read from the answer) stay as recorded.
-        kept = [flag for flag in turn.get("flags") or [] if flag.split(":", 1)[0] in RUNNER_FLAG_FAMILIES]
+        kept = [
+            flag
+            for flag in turn.get("flags") or []
+            if flag.split(":", 1)[0] in RUNNER_FLAG_FAMILIES or flag in RUNNER_FLAGS
+        ]
         out.append(
             {
                 **turn,
@@ -109,7 +119,7 @@ def reclassify(
 
 
 def _attempt_key(turn: dict[str, Any]) -> tuple[Any, ...]:
-    return (turn["cell_id"], turn["seed"], turn.get("seed_attempt", 0), turn["turn"], turn.get("attempt", 0))
+    return (*turn_key(turn), turn.get("attempt", 0))
 
 
 def _retried_attempts(turns: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
@@ -156,6 +166,7 @@ def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) 
         "seeds_looping": sum(t["end"] == SeedEnd.LOOP for t in ends),
         "seeds_context_overflow": sum(t["end"] == SeedEnd.CONTEXT_OVERFLOW for t in ends),
         "seeds_server_died": len({t["seed"] for t in all_turns if t.get("end") == SeedEnd.SERVER_DIED}),
+        "seeds_template_error": sum(t["end"] == SeedEnd.TEMPLATE_ERROR for t in ends),
         "task_success": (sum(bool(t.get("task_success")) for t in ran) / len(ran)) if ran else None,
         "n_empty": sum(d.startswith("empty:") for d in details),  # n_reasoning_only is a part of it
         "n_reasoning_only": sum(d == "empty:reasoning_only" for d in details),
@@ -165,6 +176,8 @@ def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) 
         "n_constraint_violated": flags.count(CONSTRAINT_VIOLATED_FLAG),
         "n_cache_not_cleared": flags.count(CACHE_NOT_CLEARED_FLAG),
         "n_cache_shared": flags.count(CACHE_SHARED_FLAG),
+        "n_prompt_truncated": flags.count(PROMPT_TRUNCATED_FLAG),
+        "n_prompt_count_unavailable": flags.count(PROMPT_COUNT_UNAVAILABLE_FLAG),
         # The versions that served the counted turns: more than one when a resume met a changed server binary
         # (the config columns keep the first launch's version).
         "stack_versions_served": " ".join(sorted({str(t["stack_version"]) for t in counted if t.get("stack_version")}))

@@ -28,7 +28,7 @@ from orchestrator.analysis.triagetext import summary
 from orchestrator.core.modes import mode_of
 from orchestrator.core.replyfacts import PROMPT_TRUNCATED_FLAG
 from orchestrator.core.types import Outcome
-from orchestrator.runner.store import RunStore, StoreError, counted_turns
+from orchestrator.runner.store import RunStore, StoreError, counted_turns, turn_key
 
 Verdict = Literal[
     "refused", "no_response", "no_parser", "parser_loss", "template_differs", "sampling_differs", "truncated", "model"
@@ -41,6 +41,7 @@ SERVER_PARSER_REJECTED = "parse:server_rejected_output"
 HUNK_LINES = 24
 REQUIRED_CELL_FIELDS = ("cell_id", "stack", "stack_label", "model", "tools_mode")
 INELIGIBLE = (Outcome.REJECTED_REQUEST.value, Outcome.NON_RESPONSE.value)
+TEMPLATE_FAILURE = "template:render_failed"  # runner/agent.py: the model's own template would not render
 
 
 class TriageError(ValueError):
@@ -119,7 +120,7 @@ def final_attempts(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     about why the cell is low; only how each turn finally went does."""
     last: dict[tuple[Any, ...], dict[str, Any]] = {}
     for turn in turns:
-        key = (turn.get("seed"), turn.get("sample", 0), turn.get("seed_attempt", 0), turn.get("turn"))
+        key = turn_key(turn)
         if key not in last or turn.get("attempt", 0) >= last[key].get("attempt", 0):
             last[key] = turn
     return list(last.values())
@@ -133,6 +134,9 @@ def _refused_or_silent(facts: CellFacts) -> tuple[str, dict[str, Any]] | None:
     turns, config = facts.turns, facts.config
     if not turns:
         return "no_response", {"cell_status": config.get("status"), "error": config.get("error"), "n_turns": 0}
+    # A turn the harness could not render (raw-template) sent nothing: neither the server's silence nor a refusal.
+    template_failures = [t for t in turns if t.get("detail") == TEMPLATE_FAILURE]
+    turns = [t for t in turns if t.get("detail") != TEMPLATE_FAILURE] or turns
     outcomes = Counter(t["outcome"] for t in turns)
     details = Counter(t.get("detail") for t in turns if t["outcome"] in INELIGIBLE)
     for verdict, outcome in zip(("refused", "no_response"), INELIGIBLE, strict=True):
@@ -144,6 +148,7 @@ def _refused_or_silent(facts: CellFacts) -> tuple[str, dict[str, Any]] | None:
                 "details": dict(details.most_common()),
                 "http_status": example.get("http_status"),
                 "error_body": str((example.get("error") or {}).get("body"))[:300],
+                "n_template_failures": len(template_failures),
             }
     return None
 
@@ -165,7 +170,8 @@ def _parser_loss(facts: CellFacts, raw: CellFacts | None) -> dict[str, Any] | No
     # A call the reference recognisers recovered is the stack's loss. The stack's parser rejecting the output
     # without quoting it (llama.cpp b11312) is the model's turn, unless the raw-template arm (same weights, same
     # template, reference parser) clearly does better.
-    raw_better = raw is not None and raw.mean is not None and round(raw.mean - (facts.mean or 0.0), 9) >= PEER_GAP
+    raw_low = raw.row.get("ci_low") if raw is not None else None
+    raw_better = isinstance(raw_low, float) and raw_low == raw_low and raw_low > (facts.mean or 0.0)  # NaN-safe
     lost = [
         t
         for t in unparsed
@@ -304,16 +310,16 @@ def _peers(facts: CellFacts, everything: dict[str, CellFacts]) -> list[CellFacts
 def _raw_template_cell(facts: CellFacts, everything: dict[str, CellFacts]) -> CellFacts | None:
     """The raw-template cell on the same stack (any tool configuration: raw-template sends none) and model."""
     config = facts.config
-    return next(
-        (
-            other
-            for other in everything.values()
-            if other.config["tools_mode"] == "raw-template"
-            and other.config["stack"] == config["stack"]
-            and other.config["model"] == config["model"]
-        ),
-        None,
-    )
+    candidates = [
+        other
+        for other in everything.values()
+        if other.config["tools_mode"] == "raw-template"
+        and other.config["stack"] == config["stack"]
+        and other.config["model"] == config["model"]
+    ]
+    # The same stack config first (same launch, same template in force), then any of the stack's.
+    candidates.sort(key=lambda other: other.config["stack_label"] != config["stack_label"])
+    return candidates[0] if candidates else None
 
 
 def _model_evidence(facts: CellFacts, peers: list[CellFacts], raw: CellFacts | None) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def summary(verdict: str, evidence: dict[str, Any]) -> str:
         )
     if verdict in ("template_differs", "sampling_differs"):
         what = (
-            "canary prompts differ"
+            f"{evidence['compared']} differ"
             if verdict == "template_differs"
             else f"sampler differs in {list(evidence['fields'])}"
         )

@@ -29,8 +29,14 @@ VERDICT_STYLE = {
     "undefined": "dim",
 }
 NO_POWER_EXIT = 3  # --require-power: no compared cell could have shown a change
-GATE_HELP = "Exit 1 when any cell is a regression, became undefined, or is only in A (missing from B)."
-POWER_HELP = f"Exit {NO_POWER_EXIT} when no compared cell could reach corrected significance (none is detectable)."
+GATE_HELP = (
+    "Exit 1 when any cell is a regression, became undefined, lost seeds defined in A (undefined or missing in B), "
+    "or is only in A (missing from B)."
+)
+POWER_HELP = (
+    f"Exit {NO_POWER_EXIT} when no compared cell could reach corrected significance even had every paired seed "
+    "differed (none is detectable)."
+)
 
 
 def _pct(value: float | None, signed: bool = False) -> str:
@@ -65,6 +71,15 @@ def _flags(cell: CellDiff) -> str:
     return "; ".join(parts)
 
 
+def _verdict(cell: CellDiff) -> str:
+    """The verdict, styled; a cell that lost seeds defined in A is marked (its paired figures cannot show it)."""
+    style = VERDICT_STYLE[cell.verdict]
+    text = f"[{style}]{cell.verdict}[/]" if style else cell.verdict
+    if cell.n_lost_seeds and cell.verdict != "became_undefined":  # that verdict already says it
+        text += f" [bold red]lost {cell.n_lost_seeds}[/]"
+    return text
+
+
 def diff_view(result: RunDiff, width: int) -> Table:
     """One row per cell. A wide terminal gets the cell id and its changed config fields in the row; a narrow one
     (CI logs are 80 columns) numbers the rows, and `_footer` names each number's cell and its changes."""
@@ -81,7 +96,6 @@ def diff_view(result: RunDiff, width: int) -> Table:
         interval = "—"
         if cell.delta is not None:
             interval = f"{_pct(cell.delta, True)} [{_pct(cell.ci_low, True)}, {_pct(cell.ci_high, True)}]"
-        style = VERDICT_STYLE[cell.verdict]
         view.add_row(
             cell.cell_id if wide else str(number),
             str(cell.n_paired_seeds) + ("*" if cell.few_seeds else ""),
@@ -90,7 +104,7 @@ def diff_view(result: RunDiff, width: int) -> Table:
             interval,
             _p(cell.p_value),
             _p(cell.p_adjusted),
-            f"[{style}]{cell.verdict}[/]" if style else cell.verdict,
+            _verdict(cell),
             *([_fields(cell)] if wide else []),
         )
     return view
@@ -112,6 +126,11 @@ def _cell_lines(result: RunDiff, wide: bool) -> list[str]:
             lines.append(
                 f"{name}: seeds undefined (no eligible turn) in A: {cell.n_undefined_a}, in B: {cell.n_undefined_b}"
             )
+        if cell.n_lost_seeds:
+            lines.append(
+                f"{name}: lost {cell.n_lost_seeds} seed(s) defined in A (undefined or missing in B): "
+                "fails --fail-on-regression"
+            )
     return lines
 
 
@@ -119,12 +138,12 @@ def _detectability(result: RunDiff) -> list[str]:
     """The note when no compared cell can reach corrected significance, else how many cannot (if any)."""
     if result.min_seeds_note:
         return [f"note: {result.min_seeds_note}"]
-    blind = [cell for cell in result.cells if cell.p_floor is not None and not cell.detectable]
+    blind = [cell for cell in result.cells if cell.p_floor_paired is not None and not cell.detectable]
     if not blind:
         return []
     return [
-        f"{len(blind)} of {result.n_compared} compared cell(s) cannot reach corrected significance with the seeds "
-        "that differ (p_floor, detectable in --json)"
+        f"{len(blind)} of {result.n_compared} compared cell(s) cannot reach corrected significance even had every "
+        "paired seed differed (p_floor_paired, detectable in --json)"
     ]
 
 
@@ -149,12 +168,17 @@ def _footer(result: RunDiff, wide: bool) -> list[str]:
 
 def gate_failures(result: RunDiff) -> list[str]:
     """Why the release gate (--fail-on-regression) fails, one phrase per reason; empty when it passes. A cell
-    that became undefined (B refuses what A served) or that is gone from B is no pass."""
+    that became undefined (B refuses what A served), that lost seeds A had defined (a partial collapse: the
+    paired seeds left may look unchanged), or that is gone from B is no pass."""
     reasons = []
     if result.regressions:
         reasons.append(f"{result.regressions} regression(s)")
     if result.became_undefined:
         reasons.append(f"{result.became_undefined} cell(s) became undefined (no defined seed in B)")
+    lost = [cell for cell in result.cells if cell.n_lost_seeds]
+    if lost:
+        named = ", ".join(f"{cell.cell_id} ({cell.n_lost_seeds})" for cell in lost)
+        reasons.append(f"{len(lost)} cell(s) lost seeds defined in A (undefined or missing in B): {named}")
     if result.only_in_a:
         reasons.append(f"{len(result.only_in_a)} cell(s) only in A (missing from B)")
     return reasons

@@ -93,11 +93,10 @@ def cell_config(
         "chat_template_source": template_source,
         # The canary conversation rendered by the server itself (render.py): diff two cells' prompts with it.
         "canary": canary,
-        "canary_sha256": (canary or {}).get("sha256"),
         # What the server applies to a sampler field a request leaves out (every canonical field is sent).
         "sampling_defaults": probe_result.sampling_defaults if probe_result else None,
         # raw-template: the model's own template the harness rendered (not the stack's).
-        "raw_template": {"source": raw_template.source, "sha256": raw_template.sha256} if raw_template else None,
+        "raw_template": {"source": raw_template.source, "adds_bos": raw_template.adds_bos} if raw_template else None,
         "raw_template_sha256": raw_template.sha256 if raw_template else None,
         "model": cell.model.name,
         "model_path": model.path if model else None,

@@ -71,6 +71,12 @@ class SeedState:
         return self.end is not None and self.end != SeedEnd.SERVER_DIED
 
 
+def turn_key(record: dict[str, Any]) -> tuple[str, str, int, int]:
+    """A turn of one run of a seed (its retry attempts share it): cell, seed, seed_attempt, turn. The cell id
+    carries the sample index and every other axis."""
+    return (record["cell_id"], record["seed"], record.get("seed_attempt", 0), record["turn"])
+
+
 def seed_key(record: dict[str, Any]) -> SeedKey:
     return (record["cell_id"], record["seed"])
 

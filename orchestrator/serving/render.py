@@ -203,5 +203,9 @@ def sampling_defaults(spec: StackSpec, capabilities: dict[str, Any] | None) -> d
         values.update({c: reported[name] for c, name in declared.names.items() if name in reported})
         stages = {name: reported.get(name) for name in declared.unsent_off}
         sources.insert(0, f"server:{declared.capability}.{declared.field}".rstrip("."))
-    active = sorted(name for name, value in stages.items() if value is not None and value != declared.unsent_off[name])
+    active: list[str] | None = sorted(
+        name for name, value in stages.items() if value is not None and value != declared.unsent_off[name]
+    )
+    if declared.unsent_off and (reported is None or any(value is None for value in stages.values())):
+        active = None  # stages the server did not report: unknown, not off
     return {"source": " over ".join(sources), "values": values, "unsent_stages": stages, "active_unsent": active}

@@ -106,7 +106,7 @@ def _hf_template(directory: Path) -> ChatTemplate:
             raise NoTemplate(f"{config_path}: not JSON: {exc}") from exc
     tokens: dict[str, Any] = {name: _token_text(config.get(name)) for name in ("bos_token", "eos_token")}
     adds_bos = config.get("add_bos_token")
-    tokens["adds_bos"] = adds_bos if isinstance(adds_bos, bool) else None
+    tokens["adds_bos"] = adds_bos if isinstance(adds_bos, bool) else _post_processor_adds_bos(directory)
     jinja_path = directory / "chat_template.jinja"
     if jinja_path.is_file():
         return ChatTemplate(text=jinja_path.read_text(), source=str(jinja_path), **tokens)
@@ -118,6 +118,24 @@ def _hf_template(directory: Path) -> ChatTemplate:
     if isinstance(template, str):
         return ChatTemplate(text=template, source=f"{config_path}#chat_template", **tokens)
     raise NoTemplate(f"{directory}: neither chat_template.jinja nor a chat_template in tokenizer_config.json")
+
+
+def _post_processor_adds_bos(directory: Path) -> bool | None:
+    """Whether the fast tokenizer's post-processor puts a special token before the text (Llama-3 adds its BOS
+    there, not through tokenizer_config.json's add_bos_token); None when there is no tokenizer.json to read."""
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        return None
+    try:
+        processor = json.loads(path.read_text()).get("post_processor") or {}
+    except ValueError:
+        return None
+    steps = processor.get("processors", [processor]) if processor.get("type") == "Sequence" else [processor]
+    for step in steps:
+        if isinstance(step, dict) and step.get("type") == "TemplateProcessing":
+            single = step.get("single") or []
+            return bool(single) and isinstance(single[0], dict) and "SpecialToken" in single[0]
+    return False
 
 
 def _token_text(value: Any) -> str:
