@@ -42,7 +42,7 @@ SUMMARY_KEYS = {"run_a", "run_b", "correction", "alpha", "resamples", "rng_seed"
 SUMMARY_KEYS |= {"regressions", "improvements", "test", "n_compared", "any_detectable", "min_seeds_note", "cell_globs"}
 CELL_KEYS = {"cell_id", "n_paired_seeds", "mean_a", "mean_b", "delta", "ci_low", "ci_high", "p_value", "p_adjusted"}
 CELL_KEYS |= {"verdict", "config_changes", "flags_added", "flags_removed", "p_floor", "n_nonzero", "detectable"}
-CELL_KEYS |= {"own_mean_a", "own_mean_b"}
+CELL_KEYS |= {"own_mean_a", "own_mean_b", "p_floor_paired", "n_lost_seeds"}
 SUMMARY_KEYS |= {"became_undefined", "became_defined"}
 NO_POWER_NOTE = (
     "with 8 paired seeds and 24 cells, no single-cell change can reach corrected significance "
@@ -113,6 +113,7 @@ def test_run_against_identical_copy_changes_nothing(tmp_path: Path) -> None:
         assert cell["verdict"] == "no_change" and cell["mean_a"] == cell["mean_b"]
         assert cell["own_mean_a"] == cell["own_mean_b"] == cell["mean_a"]  # every seed paired
         assert (cell["n_nonzero"], cell["p_floor"], cell["detectable"]) == (0, 1, False)
+        assert cell["p_floor_paired"] == 2 / 2 ** cell["n_paired_seeds"] and cell["n_lost_seeds"] == 0
     assert diff["n_compared"] == 24 and diff["any_detectable"] is False
     assert diff["min_seeds_note"] == NO_POWER_NOTE  # 24 * 2/256 >= 0.05 even had every seed differed
     for cell in diff["cells"]:
@@ -243,6 +244,38 @@ def test_sampling_defaults_canary_and_raw_template_are_compared() -> None:
     assert gone["canary"].before == "aa" and gone["canary"].after is None
 
 
+def plain_canary(sha: str | None, plain_sha: str | None) -> dict[str, Any]:
+    return {**canary(sha), "plain": {**canary(plain_sha), "prompt": CANARY_TEXT + "plain"}}
+
+
+def test_the_tool_less_canary_is_compared_too() -> None:
+    old = {"canary": canary("aa"), "canary_sha256": "aa"}  # written before canary.plain existed
+    new = {"canary": plain_canary("aa", "p1")}  # a newer file: no top-level canary_sha256
+    assert compare_configs(new, {"canary": plain_canary("aa", "p1"), "canary_sha256": "aa"}).config_changes == []
+    changed = {c.field: c for c in compare_configs(new, {"canary": plain_canary("aa", "p2")}).config_changes}
+    assert set(changed) == {"canary_plain"} and changed["canary_plain"].status == "changed"
+    assert (changed["canary_plain"].before, changed["canary_plain"].after) == ("p1", "p2")  # by its sha256
+    both = {c.field: c for c in compare_configs(new, {"canary": plain_canary("bb", "p2")}).config_changes}
+    assert {f: (c.before, c.after) for f, c in both.items()} == {"canary": ("aa", "bb"), "canary_plain": ("p1", "p2")}
+    assert CANARY_TEXT not in json.dumps([c.model_dump() for c in both.values()])  # never the prompt text
+    absent = {c.field: c for c in compare_configs(old, new).config_changes}
+    assert set(absent) == {"canary_plain"}  # the with-tools canary is the same sha256, read either way
+    assert (absent["canary_plain"].status, absent["canary_plain"].before, absent["canary_plain"].after) == (
+        "absent_in_a",
+        None,
+        "p1",
+    )
+    assert [(c.field, c.status) for c in compare_configs(new, old).config_changes] == [("canary_plain", "absent_in_b")]
+    # A rendering that failed has sha256 None: a key both files have, so a change, not an absence.
+    failed = {c.field: c for c in compare_configs(new, {"canary": plain_canary("aa", None)}).config_changes}
+    assert (failed["canary_plain"].status, failed["canary_plain"].after) == ("changed", None)
+    # canary.sha256 comes first; an older file's top-level canary_sha256 only when the canary has none.
+    assert (
+        compare_configs({"canary": canary("aa"), "canary_sha256": "stale"}, {"canary_sha256": "aa"}).config_changes
+        == []
+    )
+
+
 def test_a_key_one_file_lacks_is_absent_never_changed() -> None:
     new = {"canary": canary("c1"), "canary_sha256": "c1", "chat_template_sha256": "t1", "call_format": "json"}
     fields = {"canary", "chat_template_sha256", "call_format"}  # the canary is one field, by its sha256
@@ -348,14 +381,28 @@ def test_bh_is_selectable_and_named_and_cell_is_repeatable(tmp_path: Path) -> No
     assert by_cell(strict)[REGRESSED_CELL]["verdict"] == "inconclusive" and strict["any_detectable"] is False
 
 
-def test_cell_glob_matching_nothing_is_an_error_and_zero_differences_get_their_own_note() -> None:
+def test_cell_glob_matching_nothing_is_an_error_and_an_unchanged_cell_is_still_detectable() -> None:
     assert_clean_error(invoke(str(CPU_RUN), str(CPU_RUN), "--cell", "sglang*"), "--cell 'sglang*': matches no cell")
     diff = as_json(invoke(str(CPU_RUN), str(CPU_RUN), "--cell", VLLM_CELL, "--json"))
-    # One cell, 8 seeds: a change could pass (2/256 < 0.05), but identical runs differ on no seed.
-    assert diff["min_seeds_note"] == (
-        "no compared cell differs on enough seeds to reach corrected significance over 1 cells "
-        "(at most 0 of 8 paired seeds differ)"
-    )
+    # One cell, 8 paired seeds: a change could pass (2/256 < 0.05). Detectability is of the design: that
+    # identical runs differ on no seed (p_floor 1, kept as information) does not make the cell blind.
+    cell = diff["cells"][0]
+    assert (cell["n_paired_seeds"], cell["n_nonzero"], cell["p_floor"], cell["p_floor_paired"]) == (8, 0, 1, 2 / 256)
+    assert cell["detectable"] is True and diff["any_detectable"] is True and diff["min_seeds_note"] is None
+
+
+def test_unchanged_release_passes_require_power_and_the_gate(tmp_path: Path) -> None:
+    copy = copy_run(tmp_path)
+    gate = ("--cell", VLLM_CELL, "--require-power", "--fail-on-regression")
+    result = invoke(str(CPU_RUN), str(copy), *gate)
+    assert result.exit_code == 0, result.output
+    assert "note:" not in result.stdout and "cannot reach corrected significance" not in result.stdout
+    assert invoke(str(CPU_RUN), str(copy), *gate, "--json").exit_code == 0
+    # The number of paired seeds decides, not how many differ: 2 seeds give 2/4 >= 0.05 even alone.
+    two = copy_run(tmp_path, "two")
+    rewrite_turns(two, lambda r: r if r["cell_id"] != VLLM_CELL or r["seed"] in ("ops-00", "ops-01") else None)
+    short = invoke(str(two), str(two), "--cell", VLLM_CELL, "--require-power")
+    assert short.exit_code == 3 and "with 2 paired seeds and 1 cells" in " ".join(short.output.split())
 
 
 def test_seeds_and_cells_in_one_run_only_are_listed(tmp_path: Path) -> None:
@@ -379,7 +426,10 @@ def test_seeds_and_cells_in_one_run_only_are_listed(tmp_path: Path) -> None:
     gate = invoke(str(CPU_RUN), str(fewer), "--fail-on-regression")
     assert gate.exit_code == 1, gate.output
     assert f"cells only in A: {gone} (missing from B: fails --fail-on-regression)" in gate.stdout
-    assert "--fail-on-regression: failed: 1 cell(s) only in A (missing from B)" in gate.output
+    reason = " ".join(gate.output.split())
+    assert "--fail-on-regression: failed: 1 cell(s) lost seeds defined in A (undefined or missing in B): " in reason
+    assert f"{REGRESSED_CELL} (1); 1 cell(s) only in A (missing from B)" in reason  # ops-07 gone from B
+    assert by_cell(diff)[REGRESSED_CELL]["n_lost_seeds"] == 1 and by_cell(back)[REGRESSED_CELL]["n_lost_seeds"] == 0
     assert invoke(str(CPU_RUN), str(fewer)).exit_code == 0  # only when asked
     assert invoke(str(fewer), str(CPU_RUN), "--fail-on-regression").exit_code == 0
 
@@ -393,6 +443,7 @@ def test_each_side_shows_its_own_figure_beside_the_paired_one(tmp_path: Path) ->
     table = invoke(str(CPU_RUN), str(fewer)).stdout
     row = next(line for line in table.splitlines() if "67.1 (71.2)" in line)  # paired (own) for A; B as one
     assert row.split()[2:5] == ["67.1", "(71.2)", "67.1"]
+    assert row.split()[-1] == "no_change!"  # ops-07 is lost: marked, and the footer says how many
 
 
 def refuse_all(cell_id: str):
@@ -431,6 +482,42 @@ def test_refusal_collapse_became_undefined_fails_the_gate(tmp_path: Path) -> Non
     # Undefined on both sides (refused in both runs) stays plain undefined, and passes.
     both = as_json(invoke(str(refused), str(refused), "--json"))
     assert by_cell(both)[REGRESSED_CELL]["verdict"] == "undefined" and both["became_undefined"] == 0
+
+
+COLLAPSED = [f"ops-0{i}" for i in range(6)]  # 6 of REGRESSED_CELL's 8 seeds, all defined in A
+
+
+def test_partial_collapse_lost_seeds_fail_the_gate(tmp_path: Path) -> None:
+    collapsed = copy_run(tmp_path, "collapsed")  # B refuses every request of 6 seeds; ops-06, ops-07 unchanged
+
+    def refuse(record: dict[str, Any]) -> dict[str, Any]:
+        if record["cell_id"] == REGRESSED_CELL and record["seed"] in COLLAPSED:
+            record["outcome"] = "rejected_request"
+        return record
+
+    rewrite_turns(collapsed, refuse)
+    result = invoke(str(CPU_RUN), str(collapsed), "--json", "--fail-on-regression")
+    assert result.exit_code == 1, result.output
+    diff = json.loads(result.stdout)
+    cell = by_cell(diff)[REGRESSED_CELL]
+    # The 2 seeds left paired did not change: the statistics say no_change, and the verdict stays theirs.
+    assert (cell["verdict"], cell["n_paired_seeds"], cell["delta"]) == ("no_change", 2, 0)
+    assert (cell["n_undefined_b"], cell["n_lost_seeds"], cell["seeds_only_in_a"]) == (6, 6, [])
+    assert (diff["regressions"], diff["became_undefined"]) == (0, 0)
+    others = [c for c in diff["cells"] if c["cell_id"] != REGRESSED_CELL]
+    assert all(c["n_lost_seeds"] == 0 for c in others)
+    reason = " ".join(result.output.split())
+    assert (
+        "--fail-on-regression: failed: 1 cell(s) lost seeds defined in A (undefined or missing in B): "
+        f"{REGRESSED_CELL} (6)"
+    ) in reason
+    alone = invoke(str(CPU_RUN), str(collapsed), "--cell", REGRESSED_CELL, "--fail-on-regression")
+    assert alone.exit_code == 1 and "no_change!" in alone.stdout  # the text marks the cell
+    assert "lost 6 seed(s) defined in A (undefined or missing in B): fails --fail-on-regression" in alone.stdout
+    assert "! lost seeds defined in A" in alone.stdout
+    assert invoke(str(CPU_RUN), str(collapsed)).exit_code == 0  # only fails the exit status when asked
+    back = invoke(str(collapsed), str(CPU_RUN), "--json", "--fail-on-regression")  # seeds that became defined
+    assert back.exit_code == 0 and by_cell(json.loads(back.stdout))[REGRESSED_CELL]["n_lost_seeds"] == 0
 
 
 def test_require_power_exits_3_when_no_cell_is_detectable(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ VERDICT_STYLE = {
     "became_defined": "green",
     "undefined": "dim",
 }
+LOST_MARK = "!"  # after a verdict: the cell lost seeds defined in A (the footer names how many)
 NO_POWER_EXIT = 3  # --require-power: no compared cell could have shown a change
 GATE_HELP = (
     "Exit 1 when any cell is a regression, became undefined, lost seeds defined in A (undefined or missing in B), "
@@ -76,7 +77,7 @@ def _verdict(cell: CellDiff) -> str:
     style = VERDICT_STYLE[cell.verdict]
     text = f"[{style}]{cell.verdict}[/]" if style else cell.verdict
     if cell.n_lost_seeds and cell.verdict != "became_undefined":  # that verdict already says it
-        text += f" [bold red]lost {cell.n_lost_seeds}[/]"
+        text += f"[bold red]{LOST_MARK}[/]"  # one character: an 80-column table has no room for more
     return text
 
 
@@ -149,6 +150,7 @@ def _detectability(result: RunDiff) -> list[str]:
 
 def _footer(result: RunDiff, wide: bool) -> list[str]:
     few = any(cell.few_seeds for cell in result.cells)
+    lost = any(cell.n_lost_seeds and cell.verdict != "became_undefined" for cell in result.cells)
     selected = f" matching --cell {' '.join(result.cell_globs)}" if result.cell_globs else ""
     lines = [
         f"correction: {result.correction} over {result.n_compared} cell(s){selected}, alpha {result.alpha}; "
@@ -156,7 +158,8 @@ def _footer(result: RunDiff, wide: bool) -> list[str]:
         f"rng seed {result.rng_seed}, {round(100 * result.confidence)}%",
         f"regressions: {result.regressions}, improvements: {result.improvements}, "
         f"became undefined: {result.became_undefined}, became defined: {result.became_defined}"
-        + (f"; * fewer than {FEW_SEEDS_THRESHOLD} paired seeds" if few else ""),
+        + (f"; * fewer than {FEW_SEEDS_THRESHOLD} paired seeds" if few else "")
+        + (f"; {LOST_MARK} lost seeds defined in A" if lost else ""),
         "A %, B %: the mean over the paired seeds (in brackets where it differs: over all that side's defined seeds)",
     ]
     if result.only_in_a:
