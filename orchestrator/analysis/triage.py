@@ -17,16 +17,24 @@ a fixed order and stop at the first cause found (SPEC §8, extended by the prove
 
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.analysis.report import long_table
+from orchestrator.analysis.triagepeers import (
+    agreement,
+    canary_for,
+    canary_hunk,
+    effective_sampler,
+    first_answers,
+    first_turn_prompts,
+    known,
+)
 from orchestrator.analysis.triagetext import summary
 from orchestrator.core.modes import mode_of
-from orchestrator.core.replyfacts import PROMPT_TRUNCATED_FLAG
+from orchestrator.core.replyfacts import PROMPT_COUNT_UNAVAILABLE_FLAG, PROMPT_TRUNCATED_FLAG
 from orchestrator.core.types import Outcome
 from orchestrator.runner.store import RunStore, StoreError, counted_turns, turn_key
 
@@ -201,49 +209,6 @@ def _figure(facts: CellFacts) -> dict[str, Any]:
     }
 
 
-def effective_sampler(config: dict[str, Any]) -> dict[str, Any]:
-    """What the server samples with: each canonical field as sent, else the server's default; plus the
-    stack-only stages the server runs with a non-off default."""
-    decoding = dict(config.get("decoding") or {})
-    not_sent = set(((config.get("sampler") or {}).get("not_sent") or {}).keys())
-    defaults = (config.get("sampling_defaults") or {}).get("values") or {}
-    sampler = {
-        name: (defaults.get(name, "unknown") if name in not_sent else value)
-        for name, value in decoding.items()
-        if name not in ("seed", "extra")
-    }
-    active = (config.get("sampling_defaults") or {}).get("active_unsent")
-    return {**sampler, "active_stack_stages": active}
-
-
-def _known(value: Any) -> bool:
-    """A stack that cannot say (None, 'unknown') is not evidence of a difference."""
-    return value is not None and value != "unknown"
-
-
-def canary_hunk(before: str, after: str, names: tuple[str, str]) -> list[str]:
-    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), *names, n=1, lineterm="")
-    return list(lines)[:HUNK_LINES]
-
-
-def _first_turn_prompts(facts: CellFacts) -> dict[str, int]:
-    """Seed -> the prompt tokens of its first turn, as the server used them (the same request on every stack)."""
-    return {
-        str(t["seed"]): t["tokens"]["prompt"]
-        for t in facts.turns
-        if t.get("turn") == 0 and isinstance((t.get("tokens") or {}).get("prompt"), int)
-    }
-
-
-def _canary_for(config: dict[str, Any], sends_tools: bool) -> tuple[dict[str, Any], str]:
-    """The canary a mode's requests resemble: with tools for modes that send them, else the tool-less one (a
-    run recorded before it existed has only the tools canary)."""
-    canary = config.get("canary") or {}
-    if sends_tools or "plain" not in canary:
-        return canary, "canary prompt (with tools)"
-    return canary["plain"] or {}, "canary prompt (no tools)"
-
-
 def _prompt_difference(facts: CellFacts, peer: CellFacts) -> dict[str, Any] | None:
     """How this cell's prompt differs from the peer's, judged by what the mode actually sends; None if it does not
     (or nothing recorded can tell)."""
@@ -251,7 +216,7 @@ def _prompt_difference(facts: CellFacts, peer: CellFacts) -> dict[str, Any] | No
     if mode_of(mine["tools_mode"]).renders_template:  # the harness rendered the model's own template
         a, b = mine.get("raw_template_sha256"), theirs.get("raw_template_sha256")
         return {"compared": "raw_template_sha256", "values": [a, b]} if a and b and a != b else None
-    ours, peers = _first_turn_prompts(facts), _first_turn_prompts(peer)
+    ours, peers = first_turn_prompts(facts.turns), first_turn_prompts(peer.turns)
     differing = {
         seed: [ours[seed], peers[seed]] for seed in sorted(set(ours) & set(peers)) if ours[seed] != peers[seed]
     }
@@ -260,7 +225,7 @@ def _prompt_difference(facts: CellFacts, peer: CellFacts) -> dict[str, Any] | No
     if set(ours) & set(peers) and not mode_of(mine["tools_mode"]).sends_tools:
         return None  # the same first prompts on every seed: nothing the template adds for tools plays a part
     sends = mode_of(mine["tools_mode"]).sends_tools
-    (canary, label), (other, _) = _canary_for(mine, sends), _canary_for(theirs, sends)
+    (canary, label), (other, _) = canary_for(mine, sends), canary_for(theirs, sends)
     if canary.get("sha256") and other.get("sha256") and canary["sha256"] != other["sha256"]:
         names = (mine["stack_label"], theirs["stack_label"])
         return {
@@ -283,7 +248,7 @@ def _prompt_causes(facts: CellFacts, peers: list[CellFacts]) -> tuple[str, dict[
     for peer in better:
         mine_sampler, theirs_sampler = effective_sampler(facts.config), effective_sampler(peer.config)
         changed = {k: [mine_sampler.get(k), theirs_sampler.get(k)] for k in mine_sampler | theirs_sampler
-                   if _known(mine_sampler.get(k)) and _known(theirs_sampler.get(k))
+                   if known(mine_sampler.get(k)) and known(theirs_sampler.get(k))
                    and mine_sampler.get(k) != theirs_sampler.get(k)}  # fmt: skip
         if changed:
             return "sampling_differs", {"peer": {"cell_id": peer.config["cell_id"], **_figure(peer)}, "fields": changed}
@@ -322,18 +287,29 @@ def _raw_template_cell(facts: CellFacts, everything: dict[str, CellFacts]) -> Ce
     return candidates[0] if candidates else None
 
 
+def _peer_comparison(facts: CellFacts, peer: CellFacts) -> dict[str, Any]:
+    """What the run recorded about the same request on another stack: the same first prompt (server token
+    counts), the same first answer (byte for byte), the same canary the mode resembles."""
+    sends = mode_of(facts.config["tools_mode"]).sends_tools
+    (canary, _), (other, _) = canary_for(facts.config, sends), canary_for(peer.config, sends)
+    return {
+        "cell_id": peer.config["cell_id"],
+        **_figure(peer),
+        "same_first_prompt_tokens": agreement(first_turn_prompts(facts.turns), first_turn_prompts(peer.turns)),
+        "same_first_answer": agreement(first_answers(facts.turns), first_answers(peer.turns)),
+        "same_canary": None
+        if not (canary.get("sha256") and other.get("sha256"))
+        else canary["sha256"] == other["sha256"],
+    }
+
+
 def _model_evidence(facts: CellFacts, peers: list[CellFacts], raw: CellFacts | None) -> dict[str, Any]:
     outcomes = Counter(t["outcome"] for t in facts.turns)
+    unchecked = sum(PROMPT_COUNT_UNAVAILABLE_FLAG in (t.get("flags") or []) for t in facts.turns)
     evidence: dict[str, Any] = {
         "outcomes": dict(outcomes.most_common()),
-        "peers": [{"cell_id": p.config["cell_id"], **_figure(p)} for p in peers],
-        "canary_sha256": (facts.config.get("canary") or {}).get("sha256"),
-        "peer_canaries_equal": [
-            p.config["cell_id"]
-            for p in peers
-            if (p.config.get("canary") or {}).get("sha256") == (facts.config.get("canary") or {}).get("sha256")
-            and (p.config.get("canary") or {}).get("sha256")
-        ],
+        "peers": [_peer_comparison(facts, peer) for peer in peers],
+        "n_turns_prompt_unchecked": unchecked,  # turns whose prompt length the server could not count
     }
     if raw is not None and raw.config["cell_id"] != facts.config["cell_id"]:
         evidence["raw_template"] = {"cell_id": raw.config["cell_id"], **_figure(raw)}

@@ -41,9 +41,9 @@ def summary(verdict: str, evidence: dict[str, Any]) -> str:
         return f"{evidence['peer']['cell_id']} scores {_pct(evidence['peer'])}; {what}"
     if verdict == "truncated":
         return f"{evidence['n_truncated_turns']} turn(s) used fewer prompt tokens than rendered: {evidence['example']}"
-    peers = ", ".join(
-        f"{p['cell_id'].split('__')[0]} {_pct(p)}"
-        + (" same canary" if p["cell_id"] in evidence["peer_canaries_equal"] else "")
+    peers = "; ".join(
+        f"{p['cell_id'].split('__')[0]} {_pct(p)} (first prompt same on {p['same_first_prompt_tokens']} seeds, "
+        f"first answer same on {p['same_first_answer']})"
         for p in evidence["peers"]
     )
     raw = evidence.get("raw_template")
