@@ -46,7 +46,6 @@ DEFAULT_THRESHOLD = 0.5
 MAJORITY = 0.5  # a cause explains a cell when it covers at least this share of the turns in question
 PEER_GAP = 0.10  # a peer must score this much higher for a prompt difference to be a candidate cause
 SERVER_PARSER_REJECTED = "parse:server_rejected_output"
-HUNK_LINES = 24
 REQUIRED_CELL_FIELDS = ("cell_id", "stack", "stack_label", "model", "tools_mode")
 INELIGIBLE = (Outcome.REJECTED_REQUEST.value, Outcome.NON_RESPONSE.value)
 TEMPLATE_FAILURE = "template:render_failed"  # runner/agent.py: the model's own template would not render
