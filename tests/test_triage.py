@@ -369,3 +369,19 @@ def test_a_mode_without_tools_compares_the_tool_less_canary(tmp_path: Path) -> N
     edit_cell(run, PEER, lambda d: d["canary"].update(plain={"prompt": "Q", "sha256": "Q"}))
     cell = verdicts(run, 0.65)[LOW]
     assert cell.verdict == "template_differs" and cell.evidence["compared"] == "canary prompt (no tools)"
+
+
+def test_the_model_verdict_says_how_alike_the_same_request_went_on_each_peer() -> None:
+    cell = verdicts(CPU_RUN)[f"llamacpp-jinja__{QWEN}__text-tools"]
+    first: dict[str, dict[str, tuple]] = defaultdict(dict)
+    for r in map(json.loads, (CPU_RUN / "turns.jsonl").read_text().splitlines()):
+        if r["turn"] == 0 and r["tools_mode"] == "text-tools" and r["model"] == QWEN:
+            first[r["stack_config"]][r["seed"]] = (r["tokens"]["prompt"], r["raw_content"])
+    mine = first["llamacpp-jinja"]
+    for peer in cell.evidence["peers"]:
+        theirs = first[peer["cell_id"].split("__")[0]]
+        prompts = sum(mine[s][0] == theirs[s][0] for s in mine)
+        answers = sum(mine[s][1] == theirs[s][1] for s in mine)
+        assert (peer["same_first_prompt_tokens"], peer["same_first_answer"]) == (f"{prompts}/8", f"{answers}/8")
+    by_stack = {p["cell_id"].split("__")[0]: p for p in cell.evidence["peers"]}
+    assert by_stack["llamacpp-no-jinja"]["same_first_answer"] == "8/8"  # no tools sent: the same request
