@@ -53,7 +53,8 @@ def canary_for(config: dict[str, Any], sends_tools: bool) -> tuple[dict[str, Any
 
 
 def first_answers(turns: list[dict[str, Any]]) -> dict[str, str | None]:
-    return {str(t["seed"]): t.get("raw_content") for t in turns if t.get("turn") == 0}
+    answered = (t for t in turns if t.get("turn") == 0 and 200 <= (t.get("http_status") or 0) < 300)
+    return {str(t["seed"]): t.get("raw_content") for t in answered}  # a refusal is no answer to compare
 
 
 def agreement(ours: dict[str, Any], theirs: dict[str, Any]) -> str:

@@ -42,8 +42,12 @@ def summary(verdict: str, evidence: dict[str, Any]) -> str:
     if verdict == "truncated":
         return f"{evidence['n_truncated_turns']} turn(s) used fewer prompt tokens than rendered: {evidence['example']}"
     peers = "; ".join(
-        f"{p['cell_id'].split('__')[0]} {_pct(p)} (first prompt same on {p['same_first_prompt_tokens']} seeds, "
-        f"first answer same on {p['same_first_answer']})"
+        f"{p['cell_id'].split('__')[0]} {_pct(p)}"
+        + (
+            f" (first prompt same on {p['same_first_prompt_tokens']} seeds, first answer on {p['same_first_answer']})"
+            if p["per_seed_mean"] is not None
+            else ""
+        )
         for p in evidence["peers"]
     )
     raw = evidence.get("raw_template")
