@@ -153,3 +153,29 @@ def test_the_port_is_no_part_of_the_config_identity() -> None:
     assert config_sha256(elsewhere) == config_sha256(cell)
     flagged = {**cell, "argv": [*cell["argv"], "--no-jinja"]}
     assert config_sha256(flagged) != config_sha256(cell)
+
+
+def test_run_outputs_do_not_make_the_tree_dirty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run records the commit and whether the code differed from it; its own results (and other runs'
+    beside it) under results/ are outputs, not code. Any other change, tracked or untracked, is dirty."""
+    import subprocess
+
+    from orchestrator.runner import store as store_module
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)  # fmt: skip
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("commit", "-qm", "c")
+    monkeypatch.setattr(store_module, "REPO_ROOT", tmp_path)
+    (tmp_path / "results" / "examples" / "run-1").mkdir(parents=True)
+    (tmp_path / "results" / "examples" / "run-1" / "turns.jsonl").write_text("{}\n")
+    assert store_module.git_state()["dirty"] is False
+    (tmp_path / "new_module.py").write_text("y = 2\n")
+    assert store_module.git_state()["dirty"] is True
+    (tmp_path / "new_module.py").unlink()
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert store_module.git_state()["dirty"] is True

@@ -33,7 +33,9 @@ def git_state() -> dict[str, Any]:
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
-    status = git("status", "--porcelain")
+    # Run outputs are not code: a run's own directory (and other runs beside it) under results/ leaves the tree
+    # clean; any other change, tracked or not, makes it dirty.
+    status = git("status", "--porcelain", "--", ".", ":(exclude)results")
     return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
 
 
