@@ -34,8 +34,12 @@ from orchestrator.analysis.triagepeers import (
 )
 from orchestrator.analysis.triagetext import summary
 from orchestrator.core.modes import mode_of
-from orchestrator.core.replyfacts import PROMPT_COUNT_UNAVAILABLE_FLAG, PROMPT_TRUNCATED_FLAG
-from orchestrator.core.types import Outcome
+from orchestrator.core.replyfacts import (
+    PROMPT_COUNT_UNAVAILABLE_FLAG,
+    PROMPT_TRUNCATED_FLAG,
+    TEMPLATE_FAILURE_DETAIL,
+)
+from orchestrator.core.types import INELIGIBLE_OUTCOMES, Outcome
 from orchestrator.runner.store import RunStore, StoreError, counted_turns, turn_key
 
 Verdict = Literal[
@@ -47,8 +51,9 @@ MAJORITY = 0.5  # a cause explains a cell when it covers at least this share of 
 PEER_GAP = 0.10  # a peer must score this much higher for a prompt difference to be a candidate cause
 SERVER_PARSER_REJECTED = "parse:server_rejected_output"
 REQUIRED_CELL_FIELDS = ("cell_id", "stack", "stack_label", "model", "tools_mode")
-INELIGIBLE = (Outcome.REJECTED_REQUEST.value, Outcome.NON_RESPONSE.value)
-TEMPLATE_FAILURE = "template:render_failed"  # runner/agent.py: the model's own template would not render
+INELIGIBLE = tuple(outcome.value for outcome in INELIGIBLE_OUTCOMES)
+# The verdict each ineligible outcome gives when it makes up most of a cell.
+SILENT_VERDICTS = {"refused": Outcome.REJECTED_REQUEST.value, "no_response": Outcome.NON_RESPONSE.value}
 
 
 class TriageError(ValueError):
@@ -142,11 +147,11 @@ def _refused_or_silent(facts: CellFacts) -> tuple[str, dict[str, Any]] | None:
     if not turns:
         return "no_response", {"cell_status": config.get("status"), "error": config.get("error"), "n_turns": 0}
     # A turn the harness could not render (raw-template) sent nothing: neither the server's silence nor a refusal.
-    template_failures = [t for t in turns if t.get("detail") == TEMPLATE_FAILURE]
-    turns = [t for t in turns if t.get("detail") != TEMPLATE_FAILURE] or turns
+    template_failures = [t for t in turns if t.get("detail") == TEMPLATE_FAILURE_DETAIL]
+    turns = [t for t in turns if t.get("detail") != TEMPLATE_FAILURE_DETAIL] or turns
     outcomes = Counter(t["outcome"] for t in turns)
     details = Counter(t.get("detail") for t in turns if t["outcome"] in INELIGIBLE)
-    for verdict, outcome in zip(("refused", "no_response"), INELIGIBLE, strict=True):
+    for verdict, outcome in SILENT_VERDICTS.items():
         if _share(outcomes[outcome], len(turns)) >= MAJORITY:
             example = next((t for t in turns if t["outcome"] == outcome), {})
             return verdict, {

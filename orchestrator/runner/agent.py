@@ -32,6 +32,7 @@ from orchestrator.core.replyfacts import (
     CACHE_SHARED_FLAG,
     PROMPT_COUNT_UNAVAILABLE_FLAG,
     PROMPT_TRUNCATED_FLAG,
+    TEMPLATE_FAILURE_DETAIL,
     prompt_truncated,
 )
 from orchestrator.core.sampling import sampling_seed
@@ -204,7 +205,7 @@ def _template_failure(ctx: SeedContext, turn: int, exc: TemplateError) -> TurnRe
     fidelity denominator like any turn without model output."""
     verdict = Classification(
         outcome=Outcome.NON_RESPONSE,
-        detail="template:render_failed",
+        detail=TEMPLATE_FAILURE_DETAIL,
         parse_path=mode_of(ctx.mode).parse_path,
         error=ErrorInfo(type="template_error", body=str(exc)),
     )

@@ -63,7 +63,8 @@ def wait_ready(
             time.sleep(poll_s)
 
 
-def _field(data: Any, dotted: str) -> Any:
+def field_at(data: Any, dotted: str) -> Any:
+    """The value at a dotted path in nested JSON objects; None where the path breaks off."""
     for part in [p for p in dotted.split(".") if p]:
         if not isinstance(data, dict):
             return None
@@ -87,7 +88,7 @@ def read_probe(client: httpx.Client, base_url: str, probe: Probe, served_name: s
         reply = client.post(url, json=body) if probe.method == "POST" else client.get(url)
         if reply.status_code != 200:
             return {"http_status": reply.status_code, "body": reply.text[:500]}
-        return _field(reply.json(), probe.field)
+        return field_at(reply.json(), probe.field)
     except (httpx.HTTPError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
 

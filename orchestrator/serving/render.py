@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from orchestrator.serving.readiness import field_at
 from orchestrator.serving.stackspec import StackSpec
 
 # One fixed conversation with tools, rendered by every stack so two cells' prompts can be diffed: a system
@@ -158,12 +159,6 @@ def canary(base_url: str, spec: StackSpec, served_name: str, headers: dict[str, 
     }
 
 
-def _dotted(data: Any, dotted: str) -> Any:
-    for part in [p for p in dotted.split(".") if p]:
-        data = data.get(part) if isinstance(data, dict) else None
-    return data
-
-
 def _modelfile_lines(text: str) -> dict[str, Any]:
     """Ollama's /api/show `parameters`: one 'name value' per line (a name may repeat, e.g. stop)."""
     values: dict[str, Any] = {}
@@ -181,7 +176,7 @@ def _reported(spec: StackSpec, capabilities: dict[str, Any] | None) -> dict[str,
     declared = spec.sampling_defaults
     if not declared.capability:
         return None
-    raw = _dotted((capabilities or {}).get(declared.capability), declared.field)
+    raw = field_at((capabilities or {}).get(declared.capability), declared.field)
     if declared.format == "modelfile_lines" and isinstance(raw, str):
         raw = _modelfile_lines(raw)
     return raw if isinstance(raw, dict) else None
