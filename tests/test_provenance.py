@@ -17,7 +17,7 @@ from orchestrator.analysis.report import long_table, reclassify
 from orchestrator.runner.cellconfig import config_sha256
 from orchestrator.runner.provenance import drift, fingerprint, run_stacks
 from orchestrator.runner.store import RunStore, StoreError, git_state
-from orchestrator.runner.sweep import DriftError, resume_run
+from orchestrator.runner.runs import DriftError, resume_run
 from orchestrator.serving.registry import REPO_ROOT
 from tests.conftest import V1_CPU_RUN, committed_runs
 
@@ -103,7 +103,7 @@ def test_drift_lists_each_changed_file() -> None:
 def test_a_resume_with_drift_refuses_unless_allowed_and_records_it(
     example: RunStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("orchestrator.runner.sweep.cleanup", lambda _run_id: [])  # no servers, no Docker here
+    monkeypatch.setattr("orchestrator.runner.runs.cleanup", lambda _run_id: [])  # no servers, no Docker here
     # The committed run predates fingerprints: that is itself drift.
     with pytest.raises(DriftError, match="--allow-drift"):
         resume_run(example.dir)

@@ -229,6 +229,7 @@ def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
         for key in ("tool_flags", "argv", "image_repo_digests", "tools_sha256", "decoding"):
             row[key] = None if row[key] is None else str(row[key])
         row["text"] = _text(row)
+        row["axes"] = _later_axes(cell)
         rows.append(row)
     frame = pd.DataFrame(rows)
     if "n_format_off_request" in frame:  # a count, undefined (not 0) in native: keep it an integer column
@@ -236,14 +237,24 @@ def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
     return frame
 
 
+def _later_axes(cell: dict[str, Any]) -> str:
+    """The cell's axes beyond stack config, model and mode (channel, sample, guard off): '' for a plain cell."""
+    parts = [cell.get("channel") if cell.get("channel") not in (None, "agent") else None]
+    parts += [f"sample {cell['sample']}" if cell.get("sample") else None]
+    parts += [f"without {cell['without']}" if cell.get("without") else None]
+    return " ".join(part for part in parts if part)
+
+
 def wide_table(long: pd.DataFrame) -> pd.DataFrame:
     if long.empty:
         return pd.DataFrame()
-    frame = long.assign(column=long["stack_label"] + " | " + long["tools_mode"])
+    axes = long["axes"] if "axes" in long else pd.Series([""] * len(long), index=long.index)
+    column = long["stack_label"] + " | " + long["tools_mode"] + axes.map(lambda a: f" | {a}" if a else "")
+    frame = long.assign(column=column)
     # Columns in run order (stack configs as the matrix lists them, modes in the product's order).
     mode_rank = {mode.value: rank for rank, mode in enumerate(ToolsMode)}
     stack_rank = {label: rank for rank, label in enumerate(dict.fromkeys(long["stack_label"]))}
-    order = sorted(
+    order = sorted(  # stable: a cell's channels and samples stay in run order within their mode
         dict.fromkeys(frame["column"]),
         key=lambda c: (stack_rank[c.split(" | ")[0]], mode_rank.get(c.split(" | ")[1], 99)),
     )

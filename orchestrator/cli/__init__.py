@@ -294,8 +294,17 @@ def _print_wide(store_dir: Path) -> None:
     from orchestrator.analysis.report import write_report
     from orchestrator.runner.store import RunStore
 
-    _long, wide, written = write_report(RunStore(store_dir))
+    store = RunStore(store_dir)
+    _long, wide, written = write_report(store)
     console.print(wide_view(wide, store_dir.name))
+    if store.manifest().get("matrix", {}).get("channels"):
+        from orchestrator.analysis.gate import format_gate_results
+        from orchestrator.analysis.productreport import write_channel_report
+
+        markdown, results, _written = write_channel_report(store)
+        console.print(markdown, highlight=False, soft_wrap=True)
+        if results:
+            console.print(format_gate_results(results), highlight=False, soft_wrap=True)
     console.print(f"report: {written[0].parent}", highlight=False)
 
 
@@ -310,8 +319,9 @@ def matrix_command(
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
     from orchestrator.runner.matrix import Matrix
+    from orchestrator.runner.runs import DriftError, finish_run, resume_run, start_run
     from orchestrator.runner.store import RunStore, StoreError
-    from orchestrator.runner.sweep import DriftError, Sweep, finish_run, resume_run, start_run
+    from orchestrator.runner.sweep import Sweep
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
@@ -349,7 +359,12 @@ def report_command(
     from orchestrator.runner.store import RunStore, StoreError
 
     try:
-        _long, wide, written = write_report(RunStore(run_dir), do_reclassify=reclassify)
+        store = RunStore(run_dir)
+        _long, wide, written = write_report(store, do_reclassify=reclassify)
+        if store.manifest().get("matrix", {}).get("channels"):
+            from orchestrator.analysis.productreport import write_channel_report
+
+            written += write_channel_report(store)[2]
     except StoreError as exc:
         fail(str(exc))
     console.print(wide.to_string() if not wide.empty else "(no cells)", highlight=False, soft_wrap=True)
@@ -358,4 +373,4 @@ def report_command(
 
 
 # Commands that explain a finished run live in their own modules; importing them registers them on `app`.
-from orchestrator.cli import audit, diff, triage  # noqa: E402,F401
+from orchestrator.cli import audit, diff, product, triage  # noqa: E402,F401

@@ -30,11 +30,14 @@ class CellKey(BaseModel):
     stack_config: str = Field(description="Stack config label (stack + tool configuration), e.g. vllm-hermes.")
     model: str
     tools_mode: ToolsMode
-    channel: Literal["model", "product"] = "model"
+    channel: Literal["agent", "model", "product"] = Field(
+        "agent", description="agent: the plain loop; model: the first answer only; product: the loop with guards."
+    )
     stream: bool = False
     tool_choice: str = Field("auto", description="auto | required | none | a tool name.")
     parallel_tool_calls: bool | None = Field(None, description="None: not sent.")
     sample: int = Field(0, ge=0, description="Index of a repeated sample of the same cases.")
+    without: str | None = Field(None, description="Ablation: the product-channel guard switched off.")
 
     @property
     def cell_id(self) -> str:
@@ -52,4 +55,4 @@ class CellKey(BaseModel):
 
 # Turn-record fields that group turns into cells (what `stats` and reports group by).
 PRIMARY_AXES: tuple[str, ...] = ("stack_config", "model", "tools_mode")
-LATER_AXES: tuple[str, ...] = ("channel", "stream", "tool_choice", "parallel_tool_calls", "sample")
+LATER_AXES: tuple[str, ...] = ("channel", "stream", "tool_choice", "parallel_tool_calls", "sample", "without")

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 # flags, seed_attempt, superseded, prompt_cache, sample and sampling_seed. Readers accept what they know.
 # Fields added since without a version bump are optional and read as absent in older files: turn records'
 # `call_format` (None), `text_calls` ([]) and `prompt_tokens_rendered` (None); cells' `call_format` ("auto"),
-# `canary`, `sampling_defaults` and `raw_template` (absent).
+# `canary`, `sampling_defaults` and `raw_template` (absent); turn records' `channel` (None: the agent loop),
+# `executions`, `guard_events` ([]), `prompted_by` and `final_answer` (None); cells' `channel`, `guards`,
+# `without` and `sample` (absent: an agent-loop cell).
 SCHEMA_VERSION = 2
 KNOWN_SCHEMA_VERSIONS: frozenset[int] = frozenset({1, 2})
 
@@ -48,6 +50,10 @@ class SeedEnd(StrEnum):
     CONTEXT_OVERFLOW = "context_overflow"  # the conversation outgrew the server's context: refused, not a model failure
     SERVER_DIED = "server_died"  # the server process died: not a finished seed; the sweep reruns it
     TEMPLATE_ERROR = "template_error"  # raw-template: the model's own template would not render the next prompt
+    FIRST_ANSWER = "first_answer"  # model channel: the model's first answer is the case's whole run
+    ANSWERED = "answered"  # product channel: a final answer in plain text (the model's, or built by a guard)
+    SHORT_CIRCUIT = "short_circuit"  # product channel: a deterministic tool's result is the answer
+    STALLED = "stalled"  # product channel: the stall guard's re-prompt was met with a second stall
 
 
 # Seeds whose task the stack cut short (it refused, overflowed its context, stopped answering, or died):
@@ -140,6 +146,26 @@ class TokenCounts(BaseModel):
     completion: int | None = None
 
 
+class GuardEvent(BaseModel):
+    """One guard's verdict on one turn of the product channel: did its condition hold (`fired`), and did it
+    alter what was executed, sent or answered (`changed`). A guard that fires and changes nothing earns nothing."""
+
+    guard: str
+    fired: bool
+    changed: bool
+    before: Any = None
+    after: Any = None
+
+
+class ToolExecution(BaseModel):
+    """One call the product channel handed to the tool server, and what the server answered."""
+
+    call: ParsedCall
+    result: Any = None
+    error: bool = False
+    sent: bool = Field(True, description="False: not sent (an unknown tool, or a repeat the dedup guard held back).")
+
+
 class TurnRecord(BaseModel):
     """One assistant response inside a seed's agent loop, recorded before it is acted on."""
 
@@ -187,3 +213,15 @@ class TurnRecord(BaseModel):
     )
     end: SeedEnd | None = Field(None, description="Why the seed ended on this turn, if it did.")
     task_success: bool | None = Field(None, description="On a submit turn: was the answer right?")
+    channel: str | None = Field(None, description="model | product; None: the plain agent loop (no channel axis).")
+    without: str | None = Field(None, description="Ablation: the product-channel guard switched off in this cell.")
+    executions: list[ToolExecution] = Field(
+        default_factory=list, description="Product channel: the calls after the guards, and the tool server's answers."
+    )
+    guard_events: list[GuardEvent] = Field(default_factory=list, description="Product channel: one per guard that ran.")
+    prompted_by: str | None = Field(
+        None, description="Product channel: the guard whose re-prompt or retry made this turn."
+    )
+    final_answer: str | None = Field(
+        None, description="Product channel: the answer the product gave (on the last turn)."
+    )

@@ -36,7 +36,16 @@ from orchestrator.core.replyfacts import (
     prompt_truncated,
 )
 from orchestrator.core.sampling import sampling_seed
-from orchestrator.core.types import Classification, ErrorInfo, Outcome, SeedEnd, ToolsMode, TurnRecord
+from orchestrator.core.types import (
+    Classification,
+    ErrorInfo,
+    Outcome,
+    ParsedCall,
+    SeedEnd,
+    ToolExecution,
+    ToolsMode,
+    TurnRecord,
+)
 from orchestrator.runner.modes import Request, build_request, continue_messages, initial_messages
 from orchestrator.runner.tasks import Suite, answer_correct, execute
 from orchestrator.serving.chatapi import (
@@ -90,6 +99,11 @@ class SeedContext:
     template: ChatTemplate | None = None  # raw-template: the model's own chat template, rendered by the harness
     count_prompt: PromptCounter | None = None  # the server's own count of each turn's prompt (truncation check)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    channel: str | None = None  # model | product; None: this loop (no channel axis)
+    without: str | None = None  # ablation: the guard switched off in this cell
+    guards: frozenset[str] = frozenset()  # product channel: the guards that are on
+    # Product channel: hands one call to the tool server (dry run) and returns what it answered.
+    execute_call: Callable[[ParsedCall], ToolExecution] | None = None
 
 
 def run_seed(
@@ -108,42 +122,47 @@ def run_seed(
             try:
                 request = build_request(ctx.mode, messages, tools, ctx.template)
             except TemplateError as exc:  # the harness cannot build the prompt: no request, nothing the model did
-                return _finish(record, _template_failure(ctx, turn, exc), SeedEnd.TEMPLATE_ERROR)
-
-            def payload(attempt: int, request: Request = request) -> dict[str, Any]:
-                decoding = ctx.decoding.model_copy(update={"seed": _sampling_seed(ctx, attempt)})
-                if request.prompt is not None:
-                    return build_completion_payload(ctx.spec, ctx.model, request.prompt, decoding)
-                return build_payload(
-                    ctx.spec,
-                    ctx.model,
-                    request.messages,
-                    decoding,
-                    tools=request.tools,
-                    response_schema=request.response_schema,
-                )
-
-            last, verdict, end = _answer(
-                ctx, client, request, payload, turn, heartbeat, record, cache if turn == 0 else None
+                return finish_seed(record, template_failure(ctx, turn, exc), SeedEnd.TEMPLATE_ERROR)
+            last, verdict, end = answer_turn(
+                ctx, client, request, payload_for(ctx, request), turn, heartbeat, record, cache if turn == 0 else None
             )
             if end is not None:
-                return _finish(record, last, end)
+                return finish_seed(record, last, end)
             results = [execute(ctx.suite, seed, call) for call in verdict.calls]
             submitted = next((r for r in results if r.submitted), None)
             if submitted is not None:
                 success = answer_correct(seed.expected, submitted.answer)
-                return _finish(record, last, SeedEnd.SUBMITTED, task_success=success)
+                return finish_seed(record, last, SeedEnd.SUBMITTED, task_success=success)
             signature = json.dumps([[c.name, c.arguments] for c in verdict.calls], sort_keys=True, default=str)
             recent_calls = [*recent_calls[-(ctx.loop_repeats - 1) :], signature]
             looping = rules.detects_loops and len(recent_calls) == ctx.loop_repeats and len(set(recent_calls)) == 1
             if looping or turn + 1 == ctx.turn_cap:
-                return _finish(record, last, SeedEnd.LOOP if looping else SeedEnd.TURN_CAP)
+                return finish_seed(record, last, SeedEnd.LOOP if looping else SeedEnd.TURN_CAP)
             record(last)
             messages = [*messages, *continue_messages(ctx.spec.api, verdict, results, turn, mode=ctx.mode)]
     raise AssertionError("unreachable: the turn cap ends every seed")
 
 
-def _answer(
+def payload_for(ctx: SeedContext, request: Request) -> Callable[[int], dict[str, Any]]:
+    """The request body for each attempt of a turn (each attempt carries its own sampling seed)."""
+
+    def payload(attempt: int) -> dict[str, Any]:
+        decoding = ctx.decoding.model_copy(update={"seed": _sampling_seed(ctx, attempt)})
+        if request.prompt is not None:
+            return build_completion_payload(ctx.spec, ctx.model, request.prompt, decoding)
+        return build_payload(
+            ctx.spec,
+            ctx.model,
+            request.messages,
+            decoding,
+            tools=request.tools,
+            response_schema=request.response_schema,
+        )
+
+    return payload
+
+
+def answer_turn(
     ctx: SeedContext,
     client: httpx.Client,
     request: Request,
@@ -174,11 +193,11 @@ def _answer(
             call_format=ctx.call_format,
         )
         rendered = _rendered_prompt_tokens(ctx, client, request, exchange)
-        last = _turn_record(ctx, turn, attempt, exchange, verdict, cache if attempt == 0 else None, rendered)
+        last = turn_record(ctx, turn, attempt, exchange, verdict, cache if attempt == 0 else None, rendered)
         if verdict.outcome is Outcome.NON_RESPONSE and not ctx.server_alive():
             return last, verdict, SeedEnd.SERVER_DIED
         if not verdict.retryable:
-            return last, verdict, _end_without_calls(verdict)
+            return last, verdict, end_without_calls(verdict)
         if attempt + 1 == ctx.max_attempts:
             # A dying server can still look alive the instant its socket closes: a short grace before blaming
             # the retries (the server's own Retry-After is moot: there is no next attempt).
@@ -200,7 +219,7 @@ def _rendered_prompt_tokens(
     return ctx.count_prompt(client, request.messages, request.tools, request.prompt)
 
 
-def _template_failure(ctx: SeedContext, turn: int, exc: TemplateError) -> TurnRecord:
+def template_failure(ctx: SeedContext, turn: int, exc: TemplateError) -> TurnRecord:
     """The turn the model's template could not render: recorded (never hidden), no request sent, out of the
     fidelity denominator like any turn without model output."""
     verdict = Classification(
@@ -209,7 +228,7 @@ def _template_failure(ctx: SeedContext, turn: int, exc: TemplateError) -> TurnRe
         parse_path=mode_of(ctx.mode).parse_path,
         error=ErrorInfo(type="template_error", body=str(exc)),
     )
-    return _turn_record(ctx, turn, 0, ChatExchange(None, None, None, 0.0), verdict, None)
+    return turn_record(ctx, turn, 0, ChatExchange(None, None, None, 0.0), verdict, None)
 
 
 def _sampling_seed(ctx: SeedContext, attempt: int) -> int | None:
@@ -222,7 +241,7 @@ def _retry_delay(ctx: SeedContext, attempt: int, exchange: ChatExchange) -> floa
     return ctx.backoff_s * (attempt + 1)
 
 
-def _turn_record(
+def turn_record(
     ctx: SeedContext,
     turn: int,
     attempt: int,
@@ -277,16 +296,18 @@ def _turn_record(
         finish_reason=verdict.finish_reason,
         flags=flags,
         prompt_cache=cache,
+        channel=ctx.channel,
+        without=ctx.without,
     )
 
 
-def _finish(record: Callable[[TurnRecord], None], last: TurnRecord, end: SeedEnd, **extra: Any) -> TurnRecord:
+def finish_seed(record: Callable[[TurnRecord], None], last: TurnRecord, end: SeedEnd, **extra: Any) -> TurnRecord:
     final = last.model_copy(update={"end": end, **extra})
     record(final)
     return final
 
 
-def _end_without_calls(verdict: Classification) -> SeedEnd | None:
+def end_without_calls(verdict: Classification) -> SeedEnd | None:
     """The seed end an answer forces when there is no call to execute; None when the loop goes on."""
     if verdict.outcome is Outcome.REJECTED_REQUEST:
         return SeedEnd.CONTEXT_OVERFLOW if is_context_overflow(verdict.detail) else SeedEnd.REJECTED

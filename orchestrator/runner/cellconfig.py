@@ -55,6 +55,8 @@ def cell_config(
     probe_result: ProbeResult | None,
     *,
     raw_template: ChatTemplate | None = None,
+    guards: frozenset[str] = frozenset(),
+    tool_server: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The full stack config of a cell: what ran, what the server said, what was sent."""
     spec = load_stack(cell.stack.stack)
@@ -121,6 +123,12 @@ def cell_config(
         },
         "turn_cap": matrix.turn_cap_for(cell.model),
         "seeds": [seed for _, seed in cell.seeds],
+        # The channel axis: agent (the plain loop), model (first answer) or product (loop with guards).
+        "channel": cell.channel,
+        "sample": cell.sample,
+        "without": cell.without,
+        "guards": sorted(guards) if cell.channel == "product" else None,
+        "tool_server": tool_server,
         "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities", "canary", "sampling_defaults"})
         if probe_result
         else None,
@@ -154,6 +162,8 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "sampler",
     "prompt_cache_policy",
     "turn_cap",
+    "channel",
+    "guards",
 )
 
 
@@ -162,7 +172,12 @@ PORT_FLAGS = frozenset({"--port", "-p"})
 # digest, so a cell recorded before the field existed keeps its config_sha256.
 # The canary is evidence, not identity: it follows from the template, version and argv already here, and a
 # template that prints today's date (strftime_now) would change it every day.
-IDENTITY_DEFAULTS: dict[str, Any] = {"call_format": "auto", "raw_template_sha256": None}
+IDENTITY_DEFAULTS: dict[str, Any] = {
+    "call_format": "auto",
+    "raw_template_sha256": None,
+    "channel": "agent",
+    "guards": None,
+}
 
 
 def _portable(value: Any, exact: dict[str, str], port: str | None) -> Any:

@@ -12,8 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator.core.cell import CellKey, slug
 from orchestrator.core.classify import AUTO_FORMAT, check_call_format
+from orchestrator.core.gateexpr import GateError, parse_gate
 from orchestrator.core.stats import BootstrapSettings
 from orchestrator.core.types import ToolsMode
+from orchestrator.runner.guards import GUARDS
 from orchestrator.runner.tasks import SuiteError, load_suite
 from orchestrator.serving.chatapi import Decoding, SamplerNotSupported, sampler_fields
 from orchestrator.serving.registry import UnknownStackError, load_stack
@@ -157,6 +159,10 @@ class Exclude(_Strict):
     mode: ToolsMode | None = None
 
 
+Channel = Literal["model", "product"]
+PRODUCT_SAMPLES = 3  # cases run this often in the channels unless the matrix says otherwise (majority vote)
+
+
 class Matrix(_Strict):
     name: str
     description: str = ""
@@ -172,6 +178,48 @@ class Matrix(_Strict):
     concurrency: int = Field(1, ge=1)
     bootstrap: BootstrapSettings = BootstrapSettings()
     exclude: list[Exclude] = Field(default_factory=list)
+    channels: list[Channel] | None = Field(
+        None, description="model and/or product channel (scored suites); absent: the plain agent loop."
+    )
+    samples: int | None = Field(
+        None,
+        ge=1,
+        le=15,
+        description=f"Runs per case, decided by majority vote; default {PRODUCT_SAMPLES} with channels, else 1.",
+    )
+    guards: dict[str, bool] = Field(
+        default_factory=dict,
+        description="Product-channel guards on/off (default on); TOOLCALL_MATRIX_GUARDS overrides.",
+    )
+    gate: list[str] = Field(default_factory=list, description="Release gates, e.g. 'product.core.answer >= 12/14'.")
+    without: list[str] | None = Field(
+        None, description="Ablation runs (orchestrate ablate): one product cell per guard switched off."
+    )
+
+    @property
+    def sample_count(self) -> int:
+        return self.samples or (PRODUCT_SAMPLES if self.channels else 1)
+
+    @field_validator("gate", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("guards")
+    @classmethod
+    def _known_guards(cls, value: dict[str, bool]) -> dict[str, bool]:
+        unknown = sorted(set(value) - set(GUARDS))
+        if unknown:
+            raise ValueError(f"unknown guards {unknown} (known: {', '.join(GUARDS)})")
+        return value
+
+    @field_validator("without")
+    @classmethod
+    def _known_ablations(cls, value: list[str] | None) -> list[str] | None:
+        unknown = sorted(set(value or []) - set(GUARDS))
+        if unknown:
+            raise ValueError(f"unknown guards {unknown} (known: {', '.join(GUARDS)})")
+        return value
 
     def turn_cap_for(self, model: ModelEntry) -> int:
         """The turn cap a model's cells run under: its own override, else the matrix's. Takes the entry, not a
@@ -204,6 +252,12 @@ class Matrix(_Strict):
                     f"stacks.{index} ({entry.label}): mode raw-template needs a raw completion endpoint, and "
                     f"stack {entry.stack!r} declares none (completion_path); exclude the mode for this stack"
                 )
+        self._check_suites_fit()
+        for gate in self.gate:
+            try:
+                parse_gate(gate)
+            except GateError as exc:
+                raise ValueError(f"gate: {exc}") from None
         for index, model in enumerate(self.models):
             for stack in model.sources:
                 try:
@@ -211,6 +265,31 @@ class Matrix(_Strict):
                 except UnknownStackError as exc:
                     raise ValueError(f"models.{index}.sources: {exc}") from None
         return self
+
+    def _check_suites_fit(self) -> None:
+        """The channels score what each case declares is right; the agent loop ends on a submit call."""
+        for task in self.tasks:
+            suite = load_suite(task.suite)
+            if self.channels and not suite.scored:
+                raise ValueError(
+                    f"tasks: suite {task.suite!r} declares no `expect` on its cases: it cannot run in the channels"
+                )
+            if not self.channels and suite.submit_tool is None:
+                raise ValueError(
+                    f"tasks: suite {task.suite!r} has no submit tool: run it with `channels: [model, product]`"
+                )
+        if self.without and self.channels != ["product"]:
+            raise ValueError("without (ablation) runs the product channel only: set channels: [product]")
+
+    def cell_axes(self) -> list[tuple[str, int, str | None]]:
+        """(channel, sample, guard switched off) of every cell of a stack, model and mode: one plain agent-loop
+        cell without channels; else each channel x sample (an ablation: each guard off x sample)."""
+        samples = range(self.sample_count)
+        if self.without:
+            return [("product", sample, guard) for guard in self.without for sample in samples]
+        if not self.channels:
+            return [("agent", sample, None) for sample in samples]
+        return [(channel, sample, None) for channel in self.channels for sample in samples]
 
     def excluded(self, stack: StackEntry, model: ModelEntry, mode: ToolsMode) -> bool:
         return any(
@@ -230,6 +309,9 @@ class Cell(BaseModel):
     model: ModelEntry
     mode: ToolsMode
     seeds: list[tuple[str, str]]  # (suite, seed id)
+    channel: str = "agent"  # agent | model | product
+    sample: int = 0
+    without: str | None = None  # ablation: the guard switched off
 
     @property
     def call_format(self) -> str:
@@ -248,12 +330,28 @@ class ServerPlan(BaseModel):
     cells: list[Cell]
 
 
-def cell_key(stack: StackEntry, model: ModelEntry, mode: ToolsMode) -> CellKey:
-    return CellKey(stack_config=stack.label, model=model.name, tools_mode=mode)
+def cell_key(
+    stack: StackEntry,
+    model: ModelEntry,
+    mode: ToolsMode,
+    channel: str = "agent",
+    sample: int = 0,
+    without: str | None = None,
+) -> CellKey:
+    return CellKey(
+        stack_config=stack.label, model=model.name, tools_mode=mode, channel=channel, sample=sample, without=without
+    )
 
 
-def cell_id(stack: StackEntry, model: ModelEntry, mode: ToolsMode) -> str:
-    return cell_key(stack, model, mode).cell_id
+def cell_id(
+    stack: StackEntry,
+    model: ModelEntry,
+    mode: ToolsMode,
+    channel: str = "agent",
+    sample: int = 0,
+    without: str | None = None,
+) -> str:
+    return cell_key(stack, model, mode, channel, sample, without).cell_id
 
 
 def expand(matrix: Matrix) -> list[ServerPlan]:
@@ -270,15 +368,20 @@ def expand(matrix: Matrix) -> list[ServerPlan]:
             cells = []
             for model in group:
                 for mode in matrix.modes:
-                    if not matrix.excluded(stack, model, mode):
+                    if matrix.excluded(stack, model, mode):
+                        continue
+                    for channel, sample, without in matrix.cell_axes():
                         cells.append(
                             Cell(
-                                cell_id=cell_id(stack, model, mode),
+                                cell_id=cell_id(stack, model, mode, channel, sample, without),
                                 order=position,
                                 stack=stack,
                                 model=model,
                                 mode=mode,
                                 seeds=seeds,
+                                channel=channel,
+                                sample=sample,
+                                without=without,
                             )
                         )
                         position += 1

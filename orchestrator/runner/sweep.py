@@ -12,11 +12,9 @@ Resumable: finished seeds are never rerun."""
 
 from __future__ import annotations
 
+import os
 import threading
-import uuid
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -24,16 +22,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from orchestrator.core.chattemplate import ChatTemplate, TemplateError, render_chat
 from orchestrator.core.modes import mode_of
-from orchestrator.core.types import SCHEMA_VERSION, CellStatus, SeedEnd, TurnRecord
+from orchestrator.core.types import CellStatus, SeedEnd, TurnRecord
 from orchestrator.runner.agent import SeedCancelled, SeedContext, run_seed
 from orchestrator.runner.cellconfig import cell_config
+from orchestrator.runner.channels import run_model_case, run_product_case
+from orchestrator.runner.guards import active_guards
 from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
-from orchestrator.runner.provenance import drift, fingerprint, snapshot_stacks
+from orchestrator.runner.mcpclient import McpToolServer
 from orchestrator.runner.session import LaunchFailed, ServerSession, launch_config, model_ref_for
-from orchestrator.runner.store import RunStore, git_state, host_facts, now, package_versions
-from orchestrator.runner.tasks import load_suite
+from orchestrator.runner.store import RunStore, now
+from orchestrator.runner.tasks import Suite, load_suite
+from orchestrator.runner.toolserver import Executor, local_executor, mcp_executor
 from orchestrator.serving.cache import reset_prompt_cache
-from orchestrator.serving.launchers import auth_headers, cleanup
+from orchestrator.serving.launchers import auth_headers
 from orchestrator.serving.probe import ProbeResult, probe
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.render import prompt_counter
@@ -48,24 +49,59 @@ TEMPLATE_CHECK: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"ro
 RUN_STATE_FIELDS = frozenset({"status", "started", "finished", "launches", "error", "log_tail", "reproduce"})
 
 
-def new_run_id(matrix: Matrix) -> str:
-    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{matrix.name}-{uuid.uuid4().hex[:6]}"
-
-
 class Sweep:
-    def __init__(self, matrix: Matrix, store: RunStore, console: Console) -> None:
+    def __init__(
+        self, matrix: Matrix, store: RunStore, console: Console, *, guards: frozenset[str] | None = None
+    ) -> None:
         self.matrix = matrix
         self.store = store
         self.console = console
         self.lock = threading.Lock()
         self.cancelled = threading.Event()
         self.executed_seeds = 0
+        # The product channel's guards: the matrix's switches, or the environment's set (an ablation passes the
+        # set its parent run had, whatever the environment says now).
+        self.guards = guards if guards is not None else active_guards(matrix.guards, os.environ)
+        self.tool_servers: dict[str, McpToolServer] = {}  # suite -> its MCP server, started once per run
+
+    def loop_for(self, cell: Cell) -> Any:
+        return {"model": run_model_case, "product": run_product_case}.get(cell.channel, run_seed)
+
+    def cell_guards(self, cell: Cell) -> frozenset[str]:
+        return self.guards - {cell.without} if cell.channel == "product" else frozenset()
+
+    def executor(self, suite: Suite, seed_id: str) -> Executor:
+        server = self.tool_servers.get(suite.suite)
+        return mcp_executor(server, suite) if server else local_executor(suite, suite.seed(seed_id))
+
+    def start_tool_servers(self) -> None:
+        """One MCP server per suite that takes its tools from one; a server that will not start fails the run
+        before any model work (every product call would go unanswered)."""
+        for task in self.matrix.tasks:
+            suite = load_suite(task.suite)
+            if suite.mcp is None or suite.suite in self.tool_servers or self.matrix.channels in (None, ["model"]):
+                continue
+            log = self.store.dir / "tool_calls" / f"{suite.suite}.jsonl"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            self.tool_servers[suite.suite] = McpToolServer(suite.mcp.server, suite.mcp.transport, log_path=log).start()
+
+    def stop_tool_servers(self) -> None:
+        for server in self.tool_servers.values():
+            server.close()
+        self.tool_servers.clear()
 
     def record(self, turn: TurnRecord) -> None:
         with self.lock:
             self.store.append_turn(turn)
 
     def run(self) -> int:
+        try:
+            self.start_tool_servers()
+            return self.run_plans()
+        finally:
+            self.stop_tool_servers()
+
+    def run_plans(self) -> int:
         plans = expand(self.matrix)
         done = self.store.completed_seeds()
         with Progress(
@@ -213,7 +249,14 @@ class Sweep:
         template: ChatTemplate | None = None,
     ) -> None:
         base = self.first_config(cell) or cell_config(
-            self.matrix, cell, session.handle, config, probe_result, raw_template=template
+            self.matrix,
+            cell,
+            session.handle,
+            config,
+            probe_result,
+            raw_template=template,
+            guards=self.cell_guards(cell),
+            tool_server=self.tool_server_record(cell),
         )
         previous = self.previous_launches(cell)
         serving = len(session.launches) - 1  # the start now serving; later restarts belong to this cell too
@@ -244,6 +287,13 @@ class Sweep:
         final = {**base, "status": status.value, "started": started, "finished": now(), "launches": launches}
         self.store.write_cell(cell.cell_id, {**final, "error": error} if error else final)
 
+    def tool_server_record(self, cell: Cell) -> dict[str, Any] | None:
+        """The MCP server(s) a product cell's calls went to (server, transport, pid, SDK version)."""
+        if cell.channel != "product":
+            return None
+        servers = {suite: self.tool_servers[suite].describe() for suite, _ in cell.seeds if suite in self.tool_servers}
+        return servers or None
+
     def first_config(self, cell: Cell) -> dict[str, Any] | None:
         """A resumed cell keeps the config recorded at its first launch; later starts go to `launches`."""
         previous = self.store.read_cell(cell.cell_id)
@@ -272,6 +322,7 @@ class Sweep:
                 attempt = self.store.next_seed_attempt((cell.cell_id, seed_id))
                 if attempt:
                     self.store.mark_superseded({(cell.cell_id, seed_id)})
+            loaded = load_suite(suite)
             ctx = SeedContext(
                 run_id=self.store.run_id,
                 cell_id=cell.cell_id,
@@ -282,7 +333,7 @@ class Sweep:
                 base_url=handle.base_url,
                 model=config.model.name,
                 mode=cell.mode,
-                suite=load_suite(suite),
+                suite=loaded,
                 seed_id=seed_id,
                 decoding=self.matrix.decoding,
                 turn_cap=self.matrix.turn_cap_for(cell.model),
@@ -302,9 +353,15 @@ class Sweep:
                 cancelled=self.cancelled,
                 template=template,
                 count_prompt=prompt_counter(spec, handle.base_url, config.model.name),
+                sample=cell.sample,
+                channel=None if cell.channel == "agent" else cell.channel,
+                without=cell.without,
+                guards=self.cell_guards(cell),
+                execute_call=self.executor(loaded, seed_id) if cell.channel == "product" else None,
             )
+            loop = self.loop_for(cell)
             try:
-                final = run_seed(ctx, self.record, heartbeat=lambda m: progress.update(task, description=f"  {m}"))
+                final = loop(ctx, self.record, heartbeat=lambda m: progress.update(task, description=f"  {m}"))
             except SeedCancelled:
                 return None
             with self.lock:
@@ -333,58 +390,3 @@ class Sweep:
             raise
         pool.shutdown()
         return results
-
-
-def start_run(matrix: Matrix, matrix_path: Path, matrix_sha256: str, results_dir: Path) -> RunStore:
-    store = RunStore(results_dir / new_run_id(matrix))
-    git = git_state()
-    store.create(
-        {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": store.run_id,
-            "matrix_file": str(matrix_path),
-            "matrix_sha256": matrix_sha256,
-            "matrix": matrix.model_dump(mode="json"),
-            "git": git,
-            "provenance": fingerprint(git),
-            "packages": package_versions(),
-            "host": host_facts(),
-            "started": now(),
-            "finished": None,
-        }
-    )
-    snapshot_stacks(store.dir)
-    return store
-
-
-def finish_run(store: RunStore, *, wall_s: float, resumed: bool) -> None:
-    """Record the end of a run. A resume records its own end and wall time in its `resumes` entry: the first
-    run's `finished` and `wall_s` stay what they were."""
-    manifest = store.manifest()
-    if resumed and manifest.get("resumes"):
-        resumes = [*manifest["resumes"][:-1], {**manifest["resumes"][-1], "finished": now(), "wall_s": wall_s}]
-        store.update_manifest(resumes=resumes)
-    else:
-        store.update_manifest(finished=now(), wall_s=wall_s)
-
-
-class DriftError(ValueError):
-    """A resume would mix results made with different stacks, seeds, templates or code."""
-
-
-def resume_run(run_dir: Path, *, allow_drift: bool = False) -> RunStore:
-    """Reopen a run: refuse (or record) drift, remove servers a killed process left behind, drop partial seeds."""
-    store = RunStore(run_dir)
-    manifest = store.manifest()
-    differences = drift(manifest.get("provenance"), fingerprint(git_state()))
-    if differences and not allow_drift:
-        listed = "\n  ".join(differences)
-        raise DriftError(
-            f"{run_dir}: the run was made with other files than today's:\n  {listed}\n"
-            "resume with --allow-drift to go on anyway (the drift is recorded in the manifest)"
-        )
-    resumes = [*manifest.get("resumes", []), {"at": now(), "drift": differences, "allowed": bool(differences)}]
-    store.update_manifest(resumes=resumes)
-    cleanup(store.run_id)
-    store.drop_incomplete()
-    return store

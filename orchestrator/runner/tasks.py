@@ -4,6 +4,10 @@ A suite declares its tools (OpenAI schema), how each tool behaves in dry-run (a 
 seed's own data tables: `keys`, `lookup`, `submit`), and its seeds: the user request, the expected answer
 and the data. Tool results are a pure function of the arguments and the seed's data; an unknown tool or
 arguments that violate the schema get a tool error message; nothing real is touched.
+
+A suite may instead take its tools from an MCP server (`mcp:`): its tools are what the server's `tools/list`
+says, and its calls are answered by that server in dry run. Its seeds then declare what is right for each case
+(`expect`: a call, an answer, asking the user, or a plain reply) and it runs in the model and product channels.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +23,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.core.classify import tools_by_name, validate_call
+from orchestrator.core.scoring import Expectation
 from orchestrator.core.types import ParsedCall
+from orchestrator.runner.mcpclient import McpError, list_server_tools
 
 
 class _Strict(BaseModel):
@@ -36,8 +43,14 @@ class Seed(_Strict):
     id: str
     template: str | None = Field(None, description="Which request template made this seed (scripts/make_seeds.py).")
     request: str
-    expected: Any
+    expected: Any = Field(None, description="The answer a submit call must carry (agent-loop suites).")
+    expect: Expectation | None = Field(None, description="What is right for this case (model/product channels).")
     data: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class McpSource(_Strict):
+    server: str = Field(description="A tool server of the package (runner/mcpclient.py MCP_SERVERS).")
+    transport: Literal["stdio", "http"] = "stdio"
 
 
 class Suite(_Strict):
@@ -45,21 +58,40 @@ class Suite(_Strict):
     version: int
     description: str
     system_prompt: str
-    tools: list[dict[str, Any]]
-    dry_run: dict[str, DryRunTool]
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    dry_run: dict[str, DryRunTool] = Field(default_factory=dict)
+    mcp: McpSource | None = Field(None, description="Take the tools from this MCP server (it answers the calls).")
+    deterministic: list[str] = Field(
+        default_factory=list, description="Tools whose result is the answer (hashes, encodings): short_circuit."
+    )
+    core: list[str] = Field(default_factory=list, description="The core cases a release gate reads.")
     seeds: list[Seed] = Field(min_length=8)
 
     @model_validator(mode="after")
     def _consistent(self) -> Suite:
-        names = set(tools_by_name(self.tools))
-        if names != set(self.dry_run):
-            raise ValueError(f"tools {sorted(names)} and dry_run {sorted(self.dry_run)} must name the same tools")
-        if not any(tool.kind == "submit" for tool in self.dry_run.values()):
-            raise ValueError("a suite needs a submit tool")
         ids = [seed.id for seed in self.seeds]
         if len(set(ids)) != len(ids):
             raise ValueError("seed ids must be unique")
+        unknown_core = sorted(set(self.core) - set(ids))
+        if unknown_core:
+            raise ValueError(f"core names cases the suite does not have: {unknown_core}")
+        if self.mcp is not None:
+            if self.dry_run:
+                raise ValueError("a suite with an MCP server has no dry_run: the server answers its calls")
+            if not all(seed.expect for seed in self.seeds):
+                raise ValueError("every case of an MCP suite needs `expect` (it runs in the model/product channels)")
+            return self
+        names = set(tools_by_name(self.tools))
+        if names != set(self.dry_run):
+            raise ValueError(f"tools {sorted(names)} and dry_run {sorted(self.dry_run)} must name the same tools")
+        if not any(tool.kind == "submit" for tool in self.dry_run.values()) and not all(s.expect for s in self.seeds):
+            raise ValueError("a suite needs a submit tool, or an `expect` on every case")
         return self
+
+    @property
+    def scored(self) -> bool:
+        """Every case says what is right: the suite can run in the model and product channels."""
+        return all(seed.expect is not None for seed in self.seeds)
 
     def seed(self, seed_id: str) -> Seed:
         for seed in self.seeds:
@@ -72,8 +104,8 @@ class Suite(_Strict):
         return hashlib.sha256(json.dumps(self.tools, sort_keys=True).encode()).hexdigest()
 
     @property
-    def submit_tool(self) -> str:
-        return next(name for name, tool in self.dry_run.items() if tool.kind == "submit")
+    def submit_tool(self) -> str | None:
+        return next((name for name, tool in self.dry_run.items() if tool.kind == "submit"), None)
 
 
 class ToolResult(BaseModel):
@@ -124,11 +156,42 @@ def seeds_dir() -> Path:
 
 
 def load_suite(name: str, directory: Path | None = None) -> Suite:
+    """A suite; one with an MCP server gets its tools from the server's tools/list (listed once per process)."""
     path = (directory or seeds_dir()) / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in (directory or seeds_dir()).glob("*.yaml"))
         raise SuiteError(f"unknown task suite {name!r} (known: {', '.join(known)})")
     try:
-        return Suite.model_validate(yaml.safe_load(path.read_text()))
+        suite = Suite.model_validate(yaml.safe_load(path.read_text()))
     except (yaml.YAMLError, ValidationError) as exc:
         raise SuiteError(f"{path}: invalid suite: {exc}") from exc
+    if suite.mcp is None:
+        return suite
+    try:
+        tools = _listed_tools(suite.mcp.server)
+    except McpError as exc:
+        raise SuiteError(f"{path}: cannot list the tools of MCP server {suite.mcp.server!r}: {exc}") from exc
+    unknown = sorted(set(suite.deterministic) - set(tools_by_name(tools)))
+    if unknown:
+        raise SuiteError(f"{path}: deterministic names tools the MCP server does not offer: {unknown}")
+    return suite.model_copy(update={"tools": tools})
+
+
+@cache
+def _listed_tools(server: str) -> list[dict[str, Any]]:
+    """The server's tools as the model sees them: pydantic's `title` annotations left out (they restate names,
+    and a small model copies `form_entityArguments` as the tool's name); everything else as listed."""
+    return [_without_titles(tool) for tool in list_server_tools(server, "stdio")]
+
+
+def _without_titles(node: Any, in_properties: bool = False) -> Any:
+    """A schema without its `title` keywords; a property that is itself called `title` stays."""
+    if isinstance(node, list):
+        return [_without_titles(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    return {
+        key: _without_titles(value, in_properties=key in ("properties", "$defs") and not in_properties)
+        for key, value in node.items()
+        if in_properties or not (key == "title" and isinstance(value, str))
+    }

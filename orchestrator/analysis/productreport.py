@@ -1,0 +1,113 @@
+"""The channels of a finished run, from its files alone: the cases' expectations and core set as the run
+recorded them (manifest `cases`), the side-by-side model/product table, the gates, and an ablation's table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.analysis.ablation import AblationRow, ablation_rows, render_ablation_markdown
+from orchestrator.analysis.channels import CaseId, CaseVerdict, case_verdicts, channel_table, render_markdown
+from orchestrator.analysis.gate import GateResult, evaluate_gates, format_gate_results
+from orchestrator.core.scoring import CHANNELS, Expectation, applicable_dimensions
+from orchestrator.core.stats import BootstrapSettings
+from orchestrator.runner.store import RunStore, counted_turns, write_json_atomic
+
+
+def recorded_cases(manifest: dict[str, Any]) -> tuple[dict[CaseId, Expectation], set[CaseId]]:
+    """What each case declared right when the run started, and its core cases."""
+    expectations: dict[CaseId, Expectation] = {}
+    core: set[CaseId] = set()
+    for suite, facts in (manifest.get("cases") or {}).items():
+        for seed, expect in (facts.get("expect") or {}).items():
+            expectations[(suite, seed)] = Expectation.model_validate(expect)
+        core |= {(suite, seed) for seed in facts.get("core") or []}
+    return expectations, core
+
+
+def run_verdicts(store: RunStore) -> tuple[list[CaseVerdict], set[CaseId]]:
+    """Every case's verdicts; a case the run planned but never finished in a group is there too, unscored (a
+    gate never passes on a case that did not run)."""
+    manifest = store.manifest()
+    expectations, core = recorded_cases(manifest)
+    verdicts = case_verdicts(counted_turns(store.read_turns()), expectations, core)
+    planned = {
+        (
+            cell.get("stack_label"),
+            cell["model"],
+            cell["tools_mode"],
+            cell.get("channel"),
+            cell.get("without"),
+            suite,
+            seed,
+        )
+        for cell in store.read_cells()
+        if cell.get("channel") in CHANNELS
+        for suite in cell.get("suites") or []
+        for seed in cell.get("seeds") or []
+        if (suite, seed) in expectations
+    }
+    found = {(v.stack_config, v.model, v.tools_mode, v.channel, v.without, v.suite, v.seed) for v in verdicts}
+    for key in sorted(planned - found, key=lambda k: tuple("" if v is None else str(v) for v in k)):
+        verdicts += _unrun(key, expectations[(key[5], key[6])], (key[5], key[6]) in core)
+    return verdicts, core
+
+
+def _unrun(key: tuple[Any, ...], expect: Expectation, core: bool) -> list[CaseVerdict]:
+    stack_config, model, mode, channel, without, suite, seed = key
+    return [
+        CaseVerdict(
+            stack_config=stack_config,
+            model=model,
+            tools_mode=mode,
+            channel=channel,
+            without=without,
+            suite=suite,
+            seed=seed,
+            dimension=dimension,
+            passed=False,
+            tie=False,
+            n_pass=0,
+            n_votes=0,
+            n_samples=0,
+            unscored=True,
+            core=core,
+        )
+        for dimension in applicable_dimensions(expect, channel)
+    ]
+
+
+def gate_results(store: RunStore) -> list[GateResult]:
+    gates = store.manifest().get("matrix", {}).get("gate") or []
+    verdicts, core = run_verdicts(store)
+    return evaluate_gates(gates, verdicts, core) if gates else []
+
+
+def write_channel_report(store: RunStore) -> tuple[str, list[GateResult], list[Path]]:
+    """report/channels.{md,json} and report/gate.json; returns the markdown and the gate results."""
+    verdicts, core = run_verdicts(store)
+    rows = channel_table(verdicts, core)
+    markdown = render_markdown(rows)
+    results = gate_results(store)
+    out = store.dir / "report"
+    out.mkdir(exist_ok=True)
+    written = [out / "channels.md", out / "channels.json", out / "case_verdicts.json"]
+    text = markdown + ("\n\n" + format_gate_results(results) + "\n" if results else "\n")
+    written[0].write_text(text)
+    write_json_atomic(written[1], [row.model_dump() for row in rows])
+    write_json_atomic(written[2], [v.model_dump() for v in verdicts])
+    if results:
+        write_json_atomic(out / "gate.json", [r.model_dump() for r in results])
+        written.append(out / "gate.json")
+    return markdown, results, written
+
+
+def ablation_report(parent: RunStore, ablation: RunStore) -> tuple[list[AblationRow], str]:
+    """Per guard: the paired change it is responsible for, from the parent (guards on) and the ablation."""
+    manifest = parent.manifest()
+    expectations, _core = recorded_cases(manifest)
+    settings = BootstrapSettings.model_validate(manifest.get("matrix", {}).get("bootstrap") or {})
+    rows = ablation_rows(
+        counted_turns(parent.read_turns()), counted_turns(ablation.read_turns()), expectations, settings
+    )
+    return rows, render_ablation_markdown(rows)

@@ -1,0 +1,107 @@
+"""`orchestrate channels`, `gate` and `ablate`: the model channel beside the product channel, the release gate,
+and what each product guard earned."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli import app, console, fail
+
+
+@app.command("channels")
+def channels_command(run_dir: Annotated[Path, typer.Argument(help="results/<run_id>")]) -> None:
+    """The model channel beside the product channel (majority vote per case), and the gates' verdicts."""
+    from orchestrator.analysis.gate import format_gate_results
+    from orchestrator.analysis.productreport import write_channel_report
+    from orchestrator.runner.store import RunStore, StoreError
+
+    try:
+        markdown, results, written = write_channel_report(RunStore(run_dir))
+    except StoreError as exc:
+        fail(str(exc))
+    console.print(markdown, highlight=False, soft_wrap=True)
+    if results:
+        console.print(format_gate_results(results), highlight=False, soft_wrap=True)
+    console.print(f"wrote {written[0].parent}", highlight=False)
+
+
+@app.command("gate")
+def gate_command(
+    run_dir: Annotated[Path, typer.Argument(help="results/<run_id>")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per gate and group.")] = False,
+) -> None:
+    """Check the run's release gates; exit 1 when one fails (or checked nothing), 2 when none is declared."""
+    from orchestrator.analysis.gate import GateError, format_gate_results, gates_passed
+    from orchestrator.analysis.productreport import gate_results
+    from orchestrator.runner.store import RunStore, StoreError
+
+    try:
+        results = gate_results(RunStore(run_dir))
+    except (StoreError, GateError) as exc:
+        fail(str(exc))
+    if not results:
+        fail(f"{run_dir}: the run's matrix declares no gate")
+    if as_json:
+        for result in results:
+            typer.echo(json.dumps(result.model_dump()))
+    else:
+        console.print(format_gate_results(results), highlight=False, soft_wrap=True)
+    if not gates_passed(results):
+        raise typer.Exit(1)
+
+
+@app.command("ablate")
+def ablate_command(
+    run_dir: Annotated[Path, typer.Argument(help="results/<run_id> with a product channel")],
+    guard: Annotated[
+        list[str] | None, typer.Option("--guard", help="A guard to switch off (repeatable); default: all, or 'all'.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per guard, cell and dimension.")] = False,
+    no_reuse: Annotated[
+        bool, typer.Option("--no-reuse", help="Rerun case runs in which the guard changed nothing, too.")
+    ] = False,
+    allow_drift: Annotated[bool, typer.Option("--allow-drift", help="Ablate even if the code changed.")] = False,
+) -> None:
+    """Rerun the product channel with each guard off (same cases, samples, sampling seeds, stack configs; the
+    servers started once) into RUN_DIR/ablation/, resumable; report each guard's paired change with its interval."""
+    from orchestrator.analysis.productreport import ablation_report
+    from orchestrator.runner.ablation import AblationError, config_matches, open_ablation
+    from orchestrator.runner.runs import finish_run
+    from orchestrator.runner.store import RunStore, StoreError
+    from orchestrator.runner.sweep import Sweep
+    from orchestrator.serving.launchers import install_termination_handler
+
+    install_termination_handler()
+    guards = None if not guard or guard == ["all"] else guard
+    try:
+        store, matrix, active = open_ablation(run_dir, guards, reuse=not no_reuse, allow_drift=allow_drift)
+    except (AblationError, StoreError) as exc:
+        fail(str(exc))
+    resumed = bool(store.manifest().get("resumes"))
+    started = time.monotonic()
+    output = console if not as_json else type(console)(stderr=True)
+    try:
+        executed = Sweep(matrix, store, output, guards=active).run()
+    finally:
+        store.close()
+    finish_run(store, wall_s=round(time.monotonic() - started, 1), resumed=resumed)
+    mismatched = config_matches(RunStore(run_dir), store)
+    store.update_manifest(config_mismatch=mismatched)
+    rows, markdown = ablation_report(RunStore(run_dir), store)
+    out = store.dir / "report"
+    out.mkdir(exist_ok=True)
+    (out / "ablation.md").write_text(markdown + "\n")
+    (out / "ablation.json").write_text(json.dumps([row.as_json() for row in rows], indent=2) + "\n")
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(row.as_json()))
+        return
+    console.print(markdown, highlight=False, soft_wrap=True)
+    console.print(f"{executed} case run(s) executed; report: {out}", highlight=False)
+    if mismatched:
+        console.print(f"[red]stack config differs from the parent run in:[/] {', '.join(mismatched)}")

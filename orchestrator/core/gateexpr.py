@@ -1,0 +1,103 @@
+"""Gate expressions, `<channel>.<set>.<dimension> <op> <threshold>` (e.g. `product.core.answer >= 12/14`):
+parsed here, in the pure core, so a matrix file's gates are checked when it is loaded; evaluated in
+analysis/gate.py."""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Iterable
+from fractions import Fraction
+
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.core.scoring import CHANNELS, DIMENSIONS
+
+CASE_SETS = ("all", "core")
+OPERATORS: dict[str, Callable[[Fraction, Fraction], bool]] = {
+    ">=": operator.ge,
+    ">": operator.gt,
+    "<=": operator.le,
+    "<": operator.lt,
+    "==": operator.eq,
+}
+_SHAPE = re.compile(r"^\s*(?P<metric>[^\s<>=!]+)\s*(?P<op>[<>=!]+)\s*(?P<threshold>\S+)\s*$")
+_FRACTION = re.compile(r"^(\d+)/(\d+)$")
+_DECIMAL = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)$")
+_PERCENT = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)%$")
+SHAPE_HELP = "expected '<channel>.<set>.<dimension> <op> <threshold>', e.g. 'product.core.answer >= 12/14'"
+
+
+class GateError(ValueError):
+    """A gate expression that cannot be read; the message names the expression and what is wrong."""
+
+
+class Gate(BaseModel):
+    """A parsed gate expression."""
+
+    model_config = ConfigDict(frozen=True)
+
+    expression: str
+    channel: str
+    case_set: str
+    dimension: str
+    op: str
+    threshold: Fraction
+    threshold_text: str
+
+    @property
+    def metric(self) -> str:
+        return f"{self.channel}.{self.case_set}.{self.dimension}"
+
+
+def _fail(text: str, problem: str) -> GateError:
+    return GateError(f"gate {text.strip()!r}: {problem}")
+
+
+def _choice(text: str, what: str, value: str, allowed: Iterable[str]) -> str:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise _fail(text, f"unknown {what} {value!r} (expected one of {', '.join(allowed)})")
+    return value
+
+
+def parse_threshold(text: str, threshold: str) -> Fraction:
+    """`N/M`, a decimal in [0, 1], or a percentage `85%`, as an exact fraction in [0, 1]."""
+    if fraction := _FRACTION.match(threshold):
+        numerator, denominator = int(fraction.group(1)), int(fraction.group(2))
+        if denominator == 0:
+            raise _fail(text, f"threshold {threshold} has a zero denominator")
+        value = Fraction(numerator, denominator)
+    elif decimal := _DECIMAL.match(threshold):
+        value = Fraction(decimal.group(1))
+    elif percent := _PERCENT.match(threshold):
+        value = Fraction(percent.group(1)) / 100
+    else:
+        raise _fail(text, f"threshold {threshold!r} is not a fraction N/M, a decimal in [0, 1] or a percentage N%")
+    if not 0 <= value <= 1:
+        raise _fail(text, f"threshold {threshold} is outside [0, 1] (a pass rate)")
+    return value
+
+
+def parse_gate(text: str) -> Gate:
+    """Read one gate expression; raise GateError naming the expression and the problem."""
+    shape = _SHAPE.match(text)
+    if shape is None:
+        raise _fail(text, SHAPE_HELP)
+    parts = shape.group("metric").split(".")
+    if len(parts) != 3:
+        raise _fail(text, f"{shape.group('metric')!r} is not <channel>.<set>.<dimension>; {SHAPE_HELP}")
+    channel = _choice(text, "channel", parts[0], CHANNELS)
+    case_set = _choice(text, "set", parts[1], CASE_SETS)
+    dimension = _choice(text, "dimension", parts[2], DIMENSIONS)
+    op = _choice(text, "operator", shape.group("op"), OPERATORS)
+    threshold = parse_threshold(text, shape.group("threshold"))
+    return Gate(
+        expression=text.strip(),
+        channel=channel,
+        case_set=case_set,
+        dimension=dimension,
+        op=op,
+        threshold=threshold,
+        threshold_text=shape.group("threshold"),
+    )

@@ -1,0 +1,103 @@
+"""A run's life outside the sweep: its directory and manifest at the start, its end, and a resume that
+refuses to mix results made with other files (drift)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.core.types import SCHEMA_VERSION
+from orchestrator.runner.guards import active_guards
+from orchestrator.runner.matrix import Matrix
+from orchestrator.runner.provenance import drift, fingerprint, snapshot_stacks
+from orchestrator.runner.store import RunStore, git_state, host_facts, now, package_versions
+from orchestrator.runner.tasks import load_suite
+from orchestrator.serving.launchers import cleanup
+
+
+def new_run_id(matrix: Matrix) -> str:
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{matrix.name}-{uuid.uuid4().hex[:6]}"
+
+
+def start_run(matrix: Matrix, matrix_path: Path, matrix_sha256: str, results_dir: Path) -> RunStore:
+    return start_run_in(results_dir / new_run_id(matrix), matrix, matrix_path, matrix_sha256)
+
+
+def start_run_in(
+    directory: Path, matrix: Matrix, matrix_path: Path, matrix_sha256: str, *, extra: dict[str, Any] | None = None
+) -> RunStore:
+    """Create a run in `directory`: its manifest (matrix, code, packages, host, guards) and a stacks snapshot."""
+    store = RunStore(directory)
+    git = git_state()
+    store.create(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": store.run_id,
+            "matrix_file": str(matrix_path),
+            "matrix_sha256": matrix_sha256,
+            "matrix": matrix.model_dump(mode="json"),
+            "git": git,
+            "provenance": fingerprint(git),
+            "packages": package_versions(),
+            "host": host_facts(),
+            # The product channel's guards: the matrix's switches, or TOOLCALL_MATRIX_GUARDS when it is set.
+            "guards": {
+                "active": sorted(active_guards(matrix.guards, os.environ)),
+                "env": os.environ.get("TOOLCALL_MATRIX_GUARDS"),
+            },
+            # What each scored case declares is right, and the core set: the channels' scores and gates read these.
+            "cases": scored_cases(matrix),
+            "started": now(),
+            "finished": None,
+            **(extra or {}),
+        }
+    )
+    snapshot_stacks(store.dir)
+    return store
+
+
+def scored_cases(matrix: Matrix) -> dict[str, Any]:
+    """Per scored suite of the matrix: its core set and each case's expectation (as recorded for the run)."""
+    cases: dict[str, Any] = {}
+    for task in matrix.tasks:
+        suite = load_suite(task.suite)
+        if suite.scored:
+            expect = {seed.id: seed.expect.model_dump(mode="json") for seed in suite.seeds if seed.expect}
+            cases[suite.suite] = {"version": suite.version, "core": suite.core, "expect": expect}
+    return cases
+
+
+def finish_run(store: RunStore, *, wall_s: float, resumed: bool) -> None:
+    """Record the end of a run. A resume records its own end and wall time in its `resumes` entry: the first
+    run's `finished` and `wall_s` stay what they were."""
+    manifest = store.manifest()
+    if resumed and manifest.get("resumes"):
+        resumes = [*manifest["resumes"][:-1], {**manifest["resumes"][-1], "finished": now(), "wall_s": wall_s}]
+        store.update_manifest(resumes=resumes)
+    else:
+        store.update_manifest(finished=now(), wall_s=wall_s)
+
+
+class DriftError(ValueError):
+    """A resume would mix results made with different stacks, seeds, templates or code."""
+
+
+def resume_run(run_dir: Path, *, allow_drift: bool = False) -> RunStore:
+    """Reopen a run: refuse (or record) drift, remove servers a killed process left behind, drop partial seeds."""
+    store = RunStore(run_dir)
+    manifest = store.manifest()
+    differences = drift(manifest.get("provenance"), fingerprint(git_state()))
+    if differences and not allow_drift:
+        listed = "\n  ".join(differences)
+        raise DriftError(
+            f"{run_dir}: the run was made with other files than today's:\n  {listed}\n"
+            "resume with --allow-drift to go on anyway (the drift is recorded in the manifest)"
+        )
+    resumes = [*manifest.get("resumes", []), {"at": now(), "drift": differences, "allowed": bool(differences)}]
+    store.update_manifest(resumes=resumes)
+    cleanup(store.run_id)
+    store.drop_incomplete()
+    return store

@@ -1,0 +1,47 @@
+"""Where the product channel's calls go: the suite's own dry-run tools, or its MCP server (dry run too).
+
+Either way a call the server does not offer is not sent (the harness answers it), and whatever the server
+answers is kept as it came: a tool error is an answer; a server that cannot be reached is an error result
+flagged `tool_server:unreachable`, never a silent success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from orchestrator.core.classify import tools_by_name
+from orchestrator.core.types import ParsedCall, ToolExecution
+from orchestrator.runner.mcpclient import McpError, McpToolServer
+from orchestrator.runner.tasks import Seed, Suite, execute
+
+Executor = Callable[[ParsedCall], ToolExecution]
+UNREACHABLE = "tool_server:unreachable"
+
+
+def local_executor(suite: Suite, seed: Seed) -> Executor:
+    """The suite's inline dry-run tools over the seed's data."""
+
+    def run(call: ParsedCall) -> ToolExecution:
+        result = execute(suite, seed, call)
+        sent = call.name in tools_by_name(suite.tools)
+        return ToolExecution(call=call, result=result.result, error=result.error, sent=sent)
+
+    return run
+
+
+def mcp_executor(server: McpToolServer, suite: Suite) -> Executor:
+    """The suite's MCP server: tools/call with the call's arguments; it answers in dry run."""
+    offered = tools_by_name(suite.tools)
+
+    def run(call: ParsedCall) -> ToolExecution:
+        if call.name not in offered:
+            return ToolExecution(call=call, result={"error": f"unknown tool {call.name!r}"}, error=True, sent=False)
+        if not isinstance(call.arguments, dict):
+            return ToolExecution(call=call, result={"error": "arguments are not an object"}, error=True, sent=False)
+        try:
+            result, is_error = server.call(call.name, call.arguments)
+        except McpError as exc:
+            return ToolExecution(call=call, result={"error": f"{UNREACHABLE}: {exc}"}, error=True)
+        return ToolExecution(call=call, result=result, error=is_error)
+
+    return run
