@@ -42,7 +42,9 @@ ADDRESS = {"street": "12 Main St", "city": "Dover", "state": "DE", "zip": "19901
 
 
 @pytest.fixture(scope="module", params=TRANSPORTS)
-def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[McpToolServer, Path]]:
     log = tmp_path_factory.mktemp(f"mcp-{request.param}") / "calls.jsonl"
     with McpToolServer("formation", request.param, log_path=log) as client:
         yield client, log

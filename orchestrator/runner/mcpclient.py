@@ -100,7 +100,7 @@ class McpToolServer:
         with self._lock:
             if self._thread is not None:
                 raise McpError(f"{self.label}: already started")
-            self._stop, self._tearing_down = asyncio.Event(), False
+            self._stop, self._tearing_down, self._main = asyncio.Event(), False, None
             # Server stderr, read back into error messages. O_APPEND: its writes land at the end even after we
             # seek back to read the tail. It lives until close(), hence no `with`.
             self._stderr = tempfile.TemporaryFile(mode="a+b")  # noqa: SIM115
@@ -243,6 +243,7 @@ class McpToolServer:
         return self._result_of(name, outcome), bool(outcome.isError)
 
     def describe(self) -> dict[str, Any]:
+        """What a run records about the tool server: which, how reached, its process, the SDK version."""
         return {
             "server": self.server,
             "transport": self.transport,
