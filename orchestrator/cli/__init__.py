@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.analysis.views import probe_view, stats_view, wide_view
@@ -29,7 +30,7 @@ err_console = Console(stderr=True)
 
 
 def fail(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 

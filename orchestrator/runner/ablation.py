@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core.cell import CellKey
+from orchestrator.core.cell import CellKey, slug
 from orchestrator.core.types import ToolsMode, TurnRecord
 from orchestrator.runner.cellconfig import config_sha256
 from orchestrator.runner.matrix import Matrix
@@ -38,7 +38,7 @@ def ablation_matrix(parent: dict[str, Any], guards: list[str] | None) -> tuple[M
     if not matrix.channels or "product" not in matrix.channels:
         raise AblationError("the run has no product channel: there are no guards to ablate")
     active = frozenset((parent.get("guards") or {}).get("active") or [])
-    wanted = guards or sorted(active)
+    wanted = sorted(set(guards)) if guards else sorted(active)
     off = sorted(set(wanted) - active)
     if off:
         raise AblationError(f"guards {off} were off in the run: there is nothing to ablate (on: {sorted(active)})")
@@ -89,14 +89,9 @@ def open_ablation(
 
 
 def _ablation_cell_id(record: dict[str, Any], guard: str) -> str:
-    return CellKey(
-        stack_config=record["stack_config"],
-        model=record["model"],
-        tools_mode=ToolsMode(record["tools_mode"]),
-        channel="product",
-        sample=record.get("sample", 0),
-        without=guard,
-    ).cell_id
+    """The parent cell's id with the guard-off axis (the last of the later axes) appended: built from the cell
+    id, not the record's model, which is the served name (an Ollama tag), not the matrix entry's label."""
+    return f"{record['cell_id']}__without-{slug(guard)}"
 
 
 def reuse_unchanged(parent: RunStore, store: RunStore, guards: list[str]) -> dict[str, int]:

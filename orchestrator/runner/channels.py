@@ -97,9 +97,9 @@ def run_product_case(ctx: SeedContext, record: Record, heartbeat: Heartbeat = la
             except TemplateError as exc:
                 return finish_seed(record, template_failure(ctx, turn, exc), SeedEnd.TEMPLATE_ERROR)
             first = cache if turn == 0 else None
-            last, verdict, end = answer_turn(
-                ctx, client, request, payload_for(ctx, request), turn, heartbeat, record, first
-            )
+            attempts = _prompted(record, state.prompted_by)  # a retried attempt of a re-prompted turn says so too
+            payload = payload_for(ctx, request)
+            last, verdict, end = answer_turn(ctx, client, request, payload, turn, heartbeat, attempts, first)
             last = last.model_copy(update={"prompted_by": state.prompted_by})
             if end in UNRAN_SEED_ENDS:  # the stack cut the case short: nothing for a guard to act on
                 return finish_seed(record, last, end)
@@ -113,6 +113,10 @@ def run_product_case(ctx: SeedContext, record: Record, heartbeat: Heartbeat = la
             state.messages = [*state.messages, *step.messages]
             state.prompted_by = step.prompted_by
     raise AssertionError("unreachable: the turn cap ends every case")
+
+
+def _prompted(record: Record, prompted_by: str | None) -> Record:
+    return lambda turn_record: record(turn_record.model_copy(update={"prompted_by": prompted_by}))
 
 
 def _on(ctx: SeedContext, guard: str) -> bool:

@@ -205,6 +205,16 @@ class Matrix(_Strict):
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
 
+    @field_validator("gate")
+    @classmethod
+    def _parsable_gates(cls, value: list[str]) -> list[str]:
+        for gate in value:
+            try:
+                parse_gate(gate)
+            except GateError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
     @field_validator("guards")
     @classmethod
     def _known_guards(cls, value: dict[str, bool]) -> dict[str, bool]:
@@ -219,6 +229,8 @@ class Matrix(_Strict):
         unknown = sorted(set(value or []) - set(GUARDS))
         if unknown:
             raise ValueError(f"unknown guards {unknown} (known: {', '.join(GUARDS)})")
+        if value and len(set(value)) != len(value):
+            raise ValueError(f"a guard is named twice in {value}")
         return value
 
     def turn_cap_for(self, model: ModelEntry) -> int:
@@ -253,11 +265,6 @@ class Matrix(_Strict):
                     f"stack {entry.stack!r} declares none (completion_path); exclude the mode for this stack"
                 )
         self._check_suites_fit()
-        for gate in self.gate:
-            try:
-                parse_gate(gate)
-            except GateError as exc:
-                raise ValueError(f"gate: {exc}") from None
         for index, model in enumerate(self.models):
             for stack in model.sources:
                 try:
@@ -432,6 +439,9 @@ def load_matrix(path: Path) -> tuple[Matrix, str]:
     except ValidationError as exc:
         error = exc.errors()[0]
         loc = tuple(part for part in error["loc"] if not (isinstance(part, str) and part.startswith("function-")))
+        named = str(error["msg"]).removeprefix("Value error, ").split(":", 1)[0]
+        if not loc and named in data:  # a whole-matrix check names the field it is about: point at its line
+            loc = (named,)
         field = ".".join(str(part) for part in loc) or "(top level)"
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "missing":
