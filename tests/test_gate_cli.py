@@ -105,3 +105,14 @@ def test_channels_writes_the_side_by_side_table(tmp_path: Path) -> None:
         ("f-10", "tool", True),
         ("f-10", "answer", True),
     }
+
+
+def test_first_answer_agreement_pairs_model_and_product_by_case_and_sample() -> None:
+    from orchestrator.analysis.productreport import first_answer_agreement
+
+    same = [record("f-05", channel=c, raw_content="{md5}") for c in ("model", "product")]
+    differ = [record("f-05", channel="model", sample=1, raw_content="a")]
+    differ += [record("f-05", channel="product", sample=1, raw_content="b")]
+    later = [record("f-05", channel="product", sample=1, turn=1, raw_content="a")]  # not a first answer
+    alone = [record("f-10", channel="model", raw_content="x")]  # no product partner: not a pair
+    assert first_answer_agreement(same + differ + later + alone) == (1, 2)

@@ -83,11 +83,37 @@ def gate_results(store: RunStore) -> list[GateResult]:
     return evaluate_gates(gates, verdicts, core) if gates else []
 
 
+def first_answer_agreement(records: list[dict[str, Any]]) -> tuple[int, int]:
+    """(same, pairs): case runs whose model-channel answer is byte-identical to the product channel's first
+    answer. Both send the same first request with the same sampling seed, so a deterministic stack agrees on
+    every pair; a disagreement is the stack's nondeterminism, and it bounds what any channel difference means."""
+    first: dict[tuple[Any, ...], dict[str, str | None]] = {}
+    for record in records:
+        if record.get("channel") not in CHANNELS or record.get("without") or record["turn"] != 0:
+            continue
+        key = (
+            record.get("stack_config"),
+            record["model"],
+            record["tools_mode"],
+            record.get("suite"),
+            record["seed"],
+            record.get("sample", 0),
+        )
+        first.setdefault(key, {})[record["channel"]] = record.get("raw_content")  # the last attempt wins
+    pairs = [answers for answers in first.values() if len(answers) == 2]
+    return sum(a["model"] == a["product"] for a in pairs), len(pairs)
+
+
 def write_channel_report(store: RunStore) -> tuple[str, list[GateResult], list[Path]]:
     """report/channels.{md,json} and report/gate.json; returns the markdown and the gate results."""
     verdicts, core = run_verdicts(store)
     rows = channel_table(verdicts, core)
+    same, pairs = first_answer_agreement(counted_turns(store.read_turns()))
     markdown = render_markdown(rows)
+    if pairs:
+        markdown += (
+            f"\n\nFirst answers identical in the two channels (same request, same sampling seed): {same} of {pairs}."
+        )
     results = gate_results(store)
     out = store.dir / "report"
     out.mkdir(exist_ok=True)
