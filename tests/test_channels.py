@@ -426,3 +426,16 @@ def test_the_model_channel_request_is_the_product_channels_first_request(tools: 
     product = drive(tools, [call("md5", input="hello")], "f-05", sample=2)
     assert model.requests[0] == product.requests[0]
     assert model.records[0].sampling_seed == product.records[0].sampling_seed is not None
+
+
+def test_the_product_channel_over_streamable_http_repairs_and_executes(tmp_path: Path) -> None:
+    """The same loop with the MCP server on its other transport (streamable HTTP on loopback)."""
+    log = tmp_path / "calls.jsonl"
+    with McpToolServer("formation", "http", log_path=log) as server:
+        http = ToolServer(server, log, load_suite("formation"))
+        replies = [call("entity_status", entity_id={"id": "ent_7f3a"}), prose("ent_7f3a is FILED.")]
+        run = drive(http, replies, "f-08")
+    assert server.describe()["transport"] == "http"
+    assert [(r["tool"], r["arguments"]) for r in run.received] == [("entity_status", {"entity_id": "ent_7f3a"})]
+    assert run.records[0].executions[0].result == STATUS_7F3A
+    assert (run.last.end, run.last.final_answer) == ("answered", "ent_7f3a is FILED.")
