@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.core.scoring import is_unscored
 from orchestrator.core.types import ToolsMode, TurnRecord
 from orchestrator.runner.agent import SeedContext
 from orchestrator.runner.channels import run_model_case, run_product_case
@@ -439,3 +440,17 @@ def test_the_product_channel_over_streamable_http_repairs_and_executes(tmp_path:
     assert [(r["tool"], r["arguments"]) for r in run.received] == [("entity_status", {"entity_id": "ent_7f3a"})]
     assert run.records[0].executions[0].result == STATUS_7F3A
     assert (run.last.end, run.last.final_answer) == ("answered", "ent_7f3a is FILED.")
+
+
+def test_a_tool_server_that_stopped_answering_ends_the_case_unscored(tmp_path: Path) -> None:
+    """The call never reached a server: not `sent`, flagged, and the case ends as the tool server's failure
+    (an unran end: no dimension is scored as the model's)."""
+    log = tmp_path / "calls.jsonl"
+    server = McpToolServer("formation", "stdio", log_path=log).start()
+    stopped = ToolServer(server, log, load_suite("formation"))
+    server.close()  # the server is gone before the model's call arrives
+    run = drive(stopped, [call("entity_status", entity_id="ent_7f3a"), prose("It is FILED.")], "f-08")
+    assert len(run.requests) == 1 and run.received == []
+    assert run.last.end == "tool_server_died" and "tool_server:unreachable" in run.last.flags
+    assert [(e.sent, e.error) for e in run.last.executions] == [(False, True)]
+    assert is_unscored([r.model_dump(mode="json") for r in run.records])

@@ -16,8 +16,8 @@ import pytest
 from orchestrator.analysis.report import long_table, reclassify
 from orchestrator.runner.cellconfig import config_sha256
 from orchestrator.runner.provenance import drift, fingerprint, run_stacks
-from orchestrator.runner.store import RunStore, StoreError, git_state
 from orchestrator.runner.runs import DriftError, resume_run
+from orchestrator.runner.store import RunStore, StoreError, git_state
 from orchestrator.serving.registry import REPO_ROOT
 from tests.conftest import V1_CPU_RUN, committed_runs
 

@@ -19,6 +19,7 @@ from orchestrator.core.gateexpr import OPERATORS, Gate, GateError, parse_gate
 
 __all__ = ["Gate", "GateError", "GateResult", "evaluate_gates", "format_gate_results", "gates_passed", "parse_gate"]
 
+
 class GateResult(BaseModel):
     """One gate on one group. `ok` is False with a `reason` when there was nothing to measure."""
 

@@ -319,10 +319,13 @@ def matrix_command(
     ] = False,
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
+    from orchestrator.runner.guards import GuardConfigError
     from orchestrator.runner.matrix import Matrix
-    from orchestrator.runner.runs import DriftError, finish_run, resume_run, start_run
+    from orchestrator.runner.mcpclient import McpError
+    from orchestrator.runner.runs import DriftError, finish_run, recorded_guards, resume_run, start_run
     from orchestrator.runner.store import RunStore, StoreError
     from orchestrator.runner.sweep import Sweep
+    from orchestrator.runner.tasks import SuiteError
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
@@ -336,13 +339,19 @@ def matrix_command(
             fail(f"{resume}/manifest.json: its matrix no longer validates: {exc.errors()[0]['msg']}")
     elif matrix_file is not None:
         matrix, digest = _load_matrix(matrix_file)
-        store = start_run(matrix, matrix_file, digest, results)
+        try:
+            store = start_run(matrix, matrix_file, digest, results)
+        except (GuardConfigError, SuiteError) as exc:  # checked before the run directory exists
+            fail(str(exc))
     else:
         fail("give a matrix file, or --resume RUN_DIR")
     console.print(f"run {store.run_id} -> {store.dir}", highlight=False)
     started = time.monotonic()
     try:
-        executed = Sweep(matrix, store, console).run()
+        guards = recorded_guards(store) if resume is not None else None  # a resume keeps the run's guard set
+        executed = Sweep(matrix, store, console, guards=guards).run()
+    except McpError as exc:
+        fail(f"{exc}\nnothing recorded is lost: `orchestrate matrix --resume {store.dir}` once the tool server starts")
     finally:
         store.close()
     finish_run(store, wall_s=round(time.monotonic() - started, 1), resumed=resume is not None)

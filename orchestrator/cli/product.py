@@ -71,22 +71,26 @@ def ablate_command(
     servers started once) into RUN_DIR/ablation/, resumable; report each guard's paired change with its interval."""
     from orchestrator.analysis.productreport import ablation_report
     from orchestrator.runner.ablation import AblationError, config_matches, open_ablation
+    from orchestrator.runner.mcpclient import McpError
     from orchestrator.runner.runs import finish_run
     from orchestrator.runner.store import RunStore, StoreError
     from orchestrator.runner.sweep import Sweep
+    from orchestrator.runner.tasks import SuiteError
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
     guards = None if not guard or guard == ["all"] else guard
     try:
         store, matrix, active = open_ablation(run_dir, guards, reuse=not no_reuse, allow_drift=allow_drift)
-    except (AblationError, StoreError) as exc:
+    except (AblationError, StoreError, SuiteError) as exc:
         fail(str(exc))
     resumed = bool(store.manifest().get("resumes"))
     started = time.monotonic()
     output = console if not as_json else type(console)(stderr=True)
     try:
         executed = Sweep(matrix, store, output, guards=active).run()
+    except McpError as exc:
+        fail(f"{exc}\nnothing recorded is lost: run `orchestrate ablate {run_dir}` again to resume")
     finally:
         store.close()
     finish_run(store, wall_s=round(time.monotonic() - started, 1), resumed=resumed)

@@ -54,12 +54,20 @@ class SeedEnd(StrEnum):
     ANSWERED = "answered"  # product channel: a final answer in plain text (the model's, or built by a guard)
     SHORT_CIRCUIT = "short_circuit"  # product channel: a deterministic tool's result is the answer
     STALLED = "stalled"  # product channel: the stall guard's re-prompt was met with a second stall
+    TOOL_SERVER_DIED = "tool_server_died"  # product channel: the tool server stopped answering; not the model's
 
 
 # Seeds whose task the stack cut short (it refused, overflowed its context, stopped answering, or died):
 # kept out of task success, which is over seeds the model could carry to an end of its own.
 UNRAN_SEED_ENDS: frozenset[SeedEnd] = frozenset(
-    {SeedEnd.REJECTED, SeedEnd.CONTEXT_OVERFLOW, SeedEnd.RETRIES_EXHAUSTED, SeedEnd.SERVER_DIED, SeedEnd.TEMPLATE_ERROR}
+    {
+        SeedEnd.REJECTED,
+        SeedEnd.CONTEXT_OVERFLOW,
+        SeedEnd.RETRIES_EXHAUSTED,
+        SeedEnd.SERVER_DIED,
+        SeedEnd.TEMPLATE_ERROR,
+        SeedEnd.TOOL_SERVER_DIED,
+    }
 )
 
 

@@ -80,7 +80,12 @@ def open_ablation(
         }
     }
     store = start_run_in(
-        directory, matrix, Path(manifest.get("matrix_file", "")), manifest.get("matrix_sha256", ""), extra=extra
+        directory,
+        matrix,
+        Path(manifest.get("matrix_file", "")),
+        manifest.get("matrix_sha256", ""),
+        extra=extra,
+        guards=active,
     )
     if reuse:
         copied = reuse_unchanged(parent, store, wanted)

@@ -40,6 +40,7 @@ from orchestrator.runner.guards import (
 )
 from orchestrator.runner.modes import build_request, continue_messages, initial_messages
 from orchestrator.runner.tasks import Suite, ToolResult
+from orchestrator.runner.toolserver import UNREACHABLE, unreachable
 
 Record = Callable[[TurnRecord], None]
 Heartbeat = Callable[[str], None]
@@ -66,7 +67,7 @@ class ProductState:
     messages: list[dict[str, Any]]
     executed: set[str] = field(default_factory=set)  # signatures of calls the tool server was handed
     observations: list[Any] = field(default_factory=list)  # results of calls the server answered without error
-    tool_results: int = 0  # answers of any kind the model has seen (a summary after one is no stall)
+    last_results: int = 0  # tool answers the previous turn gave the model (the reply to them is a summary)
     last_call_refused: bool = False
     stalls: int = 0
     json_retries: int = 0
@@ -105,6 +106,9 @@ def run_product_case(ctx: SeedContext, record: Record, heartbeat: Heartbeat = la
                 return finish_seed(record, last, end)
             step = _act_on_calls(ctx, verdict, state, turn) if verdict.calls else _judge_reply(ctx, verdict, state)
             last = last.model_copy(update={"executions": step.executions, "guard_events": step.events})
+            if any(unreachable(e) for e in step.executions):  # the tool server's failure, not the model's
+                flagged = last.model_copy(update={"flags": [*last.flags, UNREACHABLE]})
+                return finish_seed(record, flagged, SeedEnd.TOOL_SERVER_DIED)
             if step.end is not None:
                 return finish_seed(record, last, step.end, final_answer=step.final_answer)
             if turn + 1 == ctx.turn_cap:
@@ -146,7 +150,7 @@ def _act_on_calls(ctx: SeedContext, verdict: Classification, state: ProductState
         executions.append(execution)
     observations_before = len(state.observations)
     state.observations += [e.result for e in executions if e.sent and not e.error]
-    state.tool_results += len(executions)
+    state.last_results = len(executions)
     state.last_call_refused = all(e.error for e in executions)
     if _on(ctx, "short_circuit"):
         event = short_circuit_check(executions, frozenset(ctx.suite.deterministic), observations_before)
@@ -177,10 +181,12 @@ def _judge_reply(ctx: SeedContext, verdict: Classification, state: ProductState)
     from the results; a stall is re-prompted once and ends the case the second time; else it is the answer."""
     text = verdict.raw_content or ""
     events: list[GuardEvent] = []
+    follows_results, state.last_results = state.last_results, 0  # only the reply right after results summarises
     if _on(ctx, "final_json"):
         event = final_json_check(text)
         if event.fired and state.json_retries == 0:
             state.json_retries += 1
+            state.last_results = follows_results  # the retried answer still summarises those results
             return _reprompt(text, [event.model_copy(update={"after": "retry"})], "final_json", FINAL_JSON_RETRY)
         if event.fired:
             answer = fallback_answer(state.observations)
@@ -190,7 +196,7 @@ def _judge_reply(ctx: SeedContext, verdict: Classification, state: ProductState)
     if _on(ctx, "stall"):
         request = ctx.suite.seed(ctx.seed_id).request
         event = stall_check(
-            text, user_request=request, tool_results_seen=state.tool_results, last_call_refused=state.last_call_refused
+            text, user_request=request, tool_results_seen=follows_results, last_call_refused=state.last_call_refused
         )
         events.append(event)
         if event.fired:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.types import SCHEMA_VERSION
-from orchestrator.runner.guards import active_guards
+from orchestrator.runner.guards import GUARDS_ENV, active_guards
 from orchestrator.runner.matrix import Matrix
 from orchestrator.runner.provenance import drift, fingerprint, snapshot_stacks
 from orchestrator.runner.store import RunStore, git_state, host_facts, now, package_versions
@@ -27,7 +27,13 @@ def start_run(matrix: Matrix, matrix_path: Path, matrix_sha256: str, results_dir
 
 
 def start_run_in(
-    directory: Path, matrix: Matrix, matrix_path: Path, matrix_sha256: str, *, extra: dict[str, Any] | None = None
+    directory: Path,
+    matrix: Matrix,
+    matrix_path: Path,
+    matrix_sha256: str,
+    *,
+    extra: dict[str, Any] | None = None,
+    guards: frozenset[str] | None = None,
 ) -> RunStore:
     """Create a run in `directory`: its manifest (matrix, code, packages, host, guards) and a stacks snapshot."""
     store = RunStore(directory)
@@ -45,8 +51,8 @@ def start_run_in(
             "host": host_facts(),
             # The product channel's guards: the matrix's switches, or TOOLCALL_MATRIX_GUARDS when it is set.
             "guards": {
-                "active": sorted(active_guards(matrix.guards, os.environ)),
-                "env": os.environ.get("TOOLCALL_MATRIX_GUARDS"),
+                "active": sorted(active_guards(matrix.guards, os.environ) if guards is None else guards),
+                "env": os.environ.get(GUARDS_ENV),
             },
             # What each scored case declares is right, and the core set: the channels' scores and gates read these.
             "cases": scored_cases(matrix),
@@ -57,6 +63,11 @@ def start_run_in(
     )
     snapshot_stacks(store.dir)
     return store
+
+
+def recorded_guards(store: RunStore) -> frozenset[str]:
+    """The guard set a run recorded at its start: a resume runs its remaining cases under the same set."""
+    return frozenset((store.manifest().get("guards") or {}).get("active") or [])
 
 
 def scored_cases(matrix: Matrix) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.core.classify import tools_by_name, validate_call
-from orchestrator.core.scoring import Expectation
+from orchestrator.core.scoring import Expectation, normalise_text
 from orchestrator.core.types import ParsedCall
 from orchestrator.runner.mcpclient import McpError, list_server_tools
 
@@ -72,6 +72,14 @@ class Suite(_Strict):
         ids = [seed.id for seed in self.seeds]
         if len(set(ids)) != len(ids):
             raise ValueError("seed ids must be unique")
+        echoed = [
+            (seed.id, answer)
+            for seed in self.seeds
+            for answer in (seed.expect.answers if seed.expect else ())
+            if normalise_text(answer) in normalise_text(seed.request)
+        ]
+        if echoed:
+            raise ValueError(f"accepted answers that the request itself contains (an echo would pass): {echoed}")
         unknown_core = sorted(set(self.core) - set(ids))
         if unknown_core:
             raise ValueError(f"core names cases the suite does not have: {unknown_core}")

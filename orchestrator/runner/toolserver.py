@@ -1,8 +1,9 @@
 """Where the product channel's calls go: the suite's own dry-run tools, or its MCP server (dry run too).
 
 Either way a call the server does not offer is not sent (the harness answers it), and whatever the server
-answers is kept as it came: a tool error is an answer; a server that cannot be reached is an error result
-flagged `tool_server:unreachable`, never a silent success.
+answers is kept as it came: a tool error is an answer. A server that cannot be reached did not receive the
+call: the execution is `sent: false` with a `tool_server:unreachable` error, and the product loop ends the case
+as `tool_server_died` (the stack's side of the run, never scored as the model's).
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from orchestrator.runner.tasks import Seed, Suite, execute
 
 Executor = Callable[[ParsedCall], ToolExecution]
 UNREACHABLE = "tool_server:unreachable"
+
+
+def unreachable(execution: ToolExecution) -> bool:
+    """The tool server could not be reached for this call (it never received it)."""
+    result = execution.result
+    return isinstance(result, dict) and str(result.get("error", "")).startswith(UNREACHABLE)
 
 
 def local_executor(suite: Suite, seed: Seed) -> Executor:
@@ -41,7 +48,7 @@ def mcp_executor(server: McpToolServer, suite: Suite) -> Executor:
         try:
             result, is_error = server.call(call.name, call.arguments)
         except McpError as exc:
-            return ToolExecution(call=call, result={"error": f"{UNREACHABLE}: {exc}"}, error=True)
+            return ToolExecution(call=call, result={"error": f"{UNREACHABLE}: {exc}"}, error=True, sent=False)
         return ToolExecution(call=call, result=result, error=is_error)
 
     return run
