@@ -13,9 +13,9 @@ import yaml
 
 from orchestrator.core.types import TurnRecord
 from orchestrator.runner.ablation import (
-    ABLATION_DIR,
     REUSED_FLAG,
     AblationError,
+    ablation_dir,
     ablation_matrix,
     config_matches,
     open_ablation,
@@ -74,6 +74,7 @@ class Parent:
                 "provenance": fingerprint(git_state()),
                 "guards": {"active": sorted(active), "env": None},
                 "cases": scored_cases(self.matrix),
+                "finished": "2026-12-03T00:00:00+00:00",
             }
         )
 
@@ -272,7 +273,7 @@ def test_a_manifest_whose_matrix_no_longer_validates_is_refused(parent: Parent) 
 
 def test_open_ablation_creates_the_store_with_the_reused_runs(parent: Parent) -> None:
     store, matrix, active = open_ablation(parent.store.dir, ["dedup"], reuse=True, allow_drift=False)
-    assert store.dir == parent.store.dir / ABLATION_DIR
+    assert store.dir == ablation_dir(parent.store.dir)
     assert (matrix.without, active) == (["dedup"], frozenset(GUARDS))
     recorded = store.manifest()["ablation"]
     assert recorded["parent_run"] == parent.store.run_id
@@ -306,7 +307,7 @@ def test_open_ablation_refuses_drift_unless_allowed(parent: Parent) -> None:
     parent.store.manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(AblationError, match=r"seeds/formation\.yaml changed"):
         open_ablation(parent.store.dir, ["dedup"], reuse=True, allow_drift=False)
-    assert not (parent.store.dir / ABLATION_DIR).exists()
+    assert not (ablation_dir(parent.store.dir)).exists()
     store, _matrix, _active = open_ablation(parent.store.dir, ["dedup"], reuse=True, allow_drift=True)
     assert store.manifest()["ablation"]["drift"] == ["seeds/formation.yaml changed"]
 
@@ -344,3 +345,10 @@ def test_config_matches_names_ablation_cells_served_differently(parent: Parent) 
     sample1 = parent.cell("product", 1).cell_id
     store.write_cell(f"{sample1}__without-stall", cell_file(f"{sample1}__without-stall", others, None))
     assert config_matches(parent.store, store) == [f"{base}__without-stall"]
+
+
+def test_open_ablation_refuses_a_run_that_has_not_finished(tmp_path: Path) -> None:
+    parent = Parent(tmp_path, matrix_data(), ["stall", "repair"])
+    parent.store.update_manifest(finished=None)
+    with pytest.raises(AblationError, match="not finished"):
+        open_ablation(parent.store.dir, None, reuse=True, allow_drift=False)

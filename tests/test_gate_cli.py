@@ -116,3 +116,13 @@ def test_first_answer_agreement_pairs_model_and_product_by_case_and_sample() -> 
     later = [record("f-05", channel="product", sample=1, turn=1, raw_content="a")]  # not a first answer
     alone = [record("f-10", channel="model", raw_content="x")]  # no product partner: not a pair
     assert first_answer_agreement(same + differ + later + alone) == (1, 2)
+
+
+def test_a_model_served_under_another_name_is_one_group_under_its_matrix_label(tmp_path: Path) -> None:
+    # Ollama serves the entry `qwen` as `qwen2.5-coder:0.5b`: the records carry the served name, the cell its label.
+    served = [{**r, "model": "qwen2.5-coder:0.5b"} for r in (md5_run("5d41"), asked())]
+    run = make_run(tmp_path / "r", ["product.core.answer >= 2/2"], served, ["f-05", "f-10"])
+    result = runner.invoke(app, ["gate", str(run), "--json"])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.output.splitlines()]
+    assert [(line["model"], line["passes"], line["total"]) for line in lines] == [("qwen", 2, 2)]

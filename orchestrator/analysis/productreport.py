@@ -6,11 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from orchestrator.analysis.ablation import AblationRow, ablation_rows, render_ablation_markdown
 from orchestrator.analysis.channels import CaseId, CaseVerdict, case_verdicts, channel_table, render_markdown
 from orchestrator.analysis.gate import GateResult, evaluate_gates, format_gate_results
 from orchestrator.core.scoring import CHANNELS, Expectation, applicable_dimensions
 from orchestrator.core.stats import BootstrapSettings
+from orchestrator.runner.matrix import Matrix, expand
 from orchestrator.runner.store import RunStore, counted_turns, write_json_atomic
 
 
@@ -30,27 +33,58 @@ def run_verdicts(store: RunStore) -> tuple[list[CaseVerdict], set[CaseId]]:
     gate never passes on a case that did not run)."""
     manifest = store.manifest()
     expectations, core = recorded_cases(manifest)
-    verdicts = case_verdicts(counted_turns(store.read_turns()), expectations, core)
+    cells = planned_cells(store)
+    # Records carry the name the stack served (an Ollama tag); tables and gates use the matrix entry's label.
+    labels = {cell["cell_id"]: cell["model"] for cell in cells}
+    records = [{**r, "model": labels.get(r["cell_id"], r["model"])} for r in counted_turns(store.read_turns())]
+    verdicts = case_verdicts(records, expectations, core)
     planned = {
-        (
-            cell.get("stack_label"),
-            cell["model"],
-            cell["tools_mode"],
-            cell.get("channel"),
-            cell.get("without"),
-            suite,
-            seed,
-        )
-        for cell in store.read_cells()
-        if cell.get("channel") in CHANNELS
-        for suite in cell.get("suites") or []
-        for seed in cell.get("seeds") or []
+        (cell["stack_label"], cell["model"], cell["tools_mode"], cell["channel"], cell["without"], suite, seed)
+        for cell in cells
+        for suite, seed in cell["cases"]
         if (suite, seed) in expectations
     }
     found = {(v.stack_config, v.model, v.tools_mode, v.channel, v.without, v.suite, v.seed) for v in verdicts}
     for key in sorted(planned - found, key=lambda k: tuple("" if v is None else str(v) for v in k)):
         verdicts += _unrun(key, expectations[(key[5], key[6])], (key[5], key[6]) in core)
     return verdicts, core
+
+
+def planned_cells(store: RunStore) -> list[dict[str, Any]]:
+    """The channel cells the run's matrix plans (a cell that never started has no cell file), with the matrix
+    entry's model label; from the cell files when the recorded matrix no longer validates against today's files."""
+    try:
+        matrix = Matrix.model_validate(store.manifest().get("matrix"))
+    except (ValidationError, ValueError):
+        matrix = None
+    if matrix is not None:
+        return [
+            {
+                "cell_id": c.cell_id,
+                "stack_label": c.stack.label,
+                "model": c.model.name,
+                "tools_mode": c.mode.value,
+                "channel": c.channel,
+                "without": c.without,
+                "cases": c.seeds,
+            }
+            for plan in expand(matrix)
+            for c in plan.cells
+            if c.channel in CHANNELS
+        ]
+    return [
+        {
+            "cell_id": c["cell_id"],
+            "stack_label": c.get("stack_label"),
+            "model": c["model"],
+            "tools_mode": c["tools_mode"],
+            "channel": c.get("channel"),
+            "without": c.get("without"),
+            "cases": [(suite, seed) for suite in c.get("suites") or [] for seed in c.get("seeds") or []],
+        }
+        for c in store.read_cells()
+        if c.get("channel") in CHANNELS
+    ]
 
 
 def _unrun(key: tuple[Any, ...], expect: Expectation, core: bool) -> list[CaseVerdict]:

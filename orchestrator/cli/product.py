@@ -68,7 +68,8 @@ def ablate_command(
     allow_drift: Annotated[bool, typer.Option("--allow-drift", help="Ablate even if the code changed.")] = False,
 ) -> None:
     """Rerun the product channel with each guard off (same cases, samples, sampling seeds, stack configs; the
-    servers started once) into RUN_DIR/ablation/, resumable; report each guard's paired change with its interval."""
+    servers started once) into RUN_DIR/<run_id>-ablation/, resumable; report each guard's paired change and
+    its interval."""
     from orchestrator.analysis.productreport import ablation_report
     from orchestrator.runner.ablation import AblationError, config_matches, open_ablation
     from orchestrator.runner.mcpclient import McpError
@@ -107,5 +108,6 @@ def ablate_command(
         return
     console.print(markdown, highlight=False, soft_wrap=True)
     console.print(f"{executed} case run(s) executed; report: {out}", highlight=False)
-    if mismatched:
+    if mismatched:  # the deltas would compare two configs, not a guard: say so and fail
         console.print(f"[red]stack config differs from the parent run in:[/] {', '.join(mismatched)}")
+        raise typer.Exit(1)

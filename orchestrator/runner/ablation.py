@@ -1,6 +1,6 @@
 """`orchestrate ablate`: rerun a finished run's product channel with each guard switched off in turn.
 
-The ablation is a run of its own in `RUN_DIR/ablation/` (resumable like any run): the parent's matrix,
+The ablation is a run of its own in `RUN_DIR/<run_id>-ablation/` (resumable like any run): the parent's matrix,
 stack configs, cases, samples and sampling seeds, its guard set less one guard per cell (`without`), its servers
 started once for all the guards. A case run in which the guard changed nothing sends, with the guard off,
 exactly the requests it sent with it on (the guard's only effect is what it changes): it is not rerun but
@@ -19,8 +19,15 @@ from orchestrator.runner.matrix import Matrix
 from orchestrator.runner.provenance import drift, fingerprint
 from orchestrator.runner.runs import start_run_in
 from orchestrator.runner.store import RunStore, counted_turns, git_state, now
+from orchestrator.serving.launchers import cleanup
 
-ABLATION_DIR = "ablation"
+
+def ablation_dir(run_dir: Path) -> Path:
+    """`RUN_DIR/<run_id>-ablation`: the name is the ablation's run id, which labels its servers and processes, so
+    it must be unique (a cleanup by run id never touches another run's ablation)."""
+    return run_dir / f"{run_dir.name}-ablation"
+
+
 REUSED_FLAG = "ablation:reused"
 
 
@@ -61,12 +68,15 @@ def open_ablation(
             "rerun the same code; pass --allow-drift to go on anyway (recorded)"
         )
     matrix, wanted, active = ablation_matrix(manifest, guards)
-    directory = run_dir / ABLATION_DIR
+    if not manifest.get("finished"):
+        raise AblationError("the run has not finished: finish it first (orchestrate matrix --resume RUN_DIR)")
+    directory = ablation_dir(run_dir)
     if (directory / "manifest.json").is_file():
         store = RunStore(directory)
         recorded = store.manifest().get("ablation", {}).get("guards")
         if recorded != wanted:
             raise AblationError(f"{directory} ablates {recorded}, not {wanted}: move it away to start another")
+        cleanup(store.run_id)  # servers a killed ablation left behind
         store.drop_incomplete()
         store.update_manifest(resumes=[*store.manifest().get("resumes", []), {"at": now(), "drift": differences}])
         return store, matrix, active
