@@ -67,7 +67,7 @@ def channel_records() -> list[dict[str, Any]]:
         # s3 (FORM): the product channel never got a scored sample.
         *(product_sample("s3", i, end="context_overflow") for i in range(3)),
         # An ablation run and an agent-loop record: neither is in the side-by-side table.
-        *(product_sample("s1", i, answer_right=False, without="json_final") for i in range(3)),
+        *(product_sample("s1", i, answer_right=False, without="final_json") for i in range(3)),
         {**record("s1", end="submitted"), "channel": None},
     ]
 
@@ -86,7 +86,7 @@ def test_case_verdicts_vote_per_dimension() -> None:
         *(("product", None, seed, d) for seed in ("s1", "s3") for d in ("tool", "args", "answer")),
         ("product", None, "s2", "tool"),
         ("product", None, "s2", "answer"),
-        *(("product", "json_final", "s1", d) for d in ("tool", "args", "answer")),
+        *(("product", "final_json", "s1", d) for d in ("tool", "args", "answer")),
     }
     model_args = by_key["model", None, "s1", "args"]
     assert (model_args.passed, model_args.n_pass, model_args.n_votes, model_args.core) == (True, 2, 3, True)
@@ -94,7 +94,7 @@ def test_case_verdicts_vote_per_dimension() -> None:
     assert (tie.passed, tie.tie, tie.n_pass, tie.n_votes, tie.n_samples, tie.core) == (False, True, 1, 2, 3, False)
     cut = by_key["product", None, "s3", "tool"]
     assert (cut.passed, cut.unscored, cut.n_votes) == (False, True, 0)
-    assert by_key["product", "json_final", "s1", "answer"].passed is False
+    assert by_key["product", "final_json", "s1", "answer"].passed is False
 
 
 def test_a_case_without_an_expectation_is_not_scored() -> None:
@@ -112,7 +112,7 @@ def test_channel_table_and_markdown() -> None:
     product_args = figures["product", None, "args"]
     assert (product_args.passes, product_args.applicable, product_args.unscored) == (1, 2, 1)
     assert (product_args.core_passes, product_args.core_applicable, product_args.core_unscored) == (1, 1, 0)
-    assert figures["product", "json_final", "answer"].passes == 0
+    assert figures["product", "final_json", "answer"].passes == 0
 
     table = render_markdown(rows).splitlines()
     assert table[0].startswith("| stack | model | mode | suite | model tool | model args | model answer | product tool")
@@ -207,7 +207,7 @@ def test_gate_compares_the_exact_fraction(expression: str, ok: bool) -> None:
 
 
 def test_gates_on_every_group_with_a_failing_one() -> None:
-    verdicts = group_of(12, 14) + group_of(11, 14, model="llama") + group_of(0, 14, without="json_final")
+    verdicts = group_of(12, 14) + group_of(11, 14, model="llama") + group_of(0, 14, without="final_json")
     results = evaluate_gates(["product.all.answer >= 12/14"], verdicts)
     assert [(r.model, r.passes, r.ok) for r in results] == [("llama", 11, False), ("qwen", 12, True)]
     assert gates_passed(results) is False
@@ -261,15 +261,15 @@ def row_of(rows: list[AblationRow], guard: str, dimension: str) -> AblationRow:
 
 def test_a_guard_whose_removal_loses_three_of_eight_cases() -> None:
     parent = [
-        product_sample(f"s{i}", events=[event("json_final", fired=i < 4, changed=i < 3), event("dedup", fired=False)])
+        product_sample(f"s{i}", events=[event("final_json", fired=i < 4, changed=i < 3), event("dedup", fired=False)])
         for i in range(8)
     ]
-    parent.append(product_sample("s5", events=[event("json_final", changed=True)], superseded=True, end="server_died"))
-    parent += [product_sample(f"s{i}", model="llama", events=[event("json_final", changed=True)]) for i in range(8)]
-    off = [product_sample(f"s{i}", answer_right=i >= 3, without="json_final") for i in range(8)]
+    parent.append(product_sample("s5", events=[event("final_json", changed=True)], superseded=True, end="server_died"))
+    parent += [product_sample(f"s{i}", model="llama", events=[event("final_json", changed=True)]) for i in range(8)]
+    off = [product_sample(f"s{i}", answer_right=i >= 3, without="final_json") for i in range(8)]
     rows = ablation_rows(parent, off, cases(8), SETTINGS)
-    assert {(r.guard, r.model) for r in rows} == {("json_final", "qwen")}  # llama had no ablation run
-    answer = row_of(rows, "json_final", "answer")
+    assert {(r.guard, r.model) for r in rows} == {("final_json", "qwen")}  # llama had no ablation run
+    answer = row_of(rows, "final_json", "answer")
     assert (answer.on_pass, answer.off_pass, answer.n_seeds, answer.n_unpaired) == (8, 5, 8, 0)
     assert answer.delta_mean == pytest.approx(0.375)
     assert answer.ci_low is not None and answer.ci_high is not None
@@ -277,7 +277,7 @@ def test_a_guard_whose_removal_loses_three_of_eight_cases() -> None:
     # Parent events of this family only, counted records only: 4 fired, 3 changed.
     assert (answer.fired, answer.changed, answer.fired_cases, answer.changed_cases) == (4, 3, 4, 3)
     assert answer.contribution == "changed 3"
-    tool = row_of(rows, "json_final", "tool")
+    tool = row_of(rows, "final_json", "tool")
     assert (tool.delta_mean, tool.ci_low, tool.ci_high) == (0.0, 0.0, 0.0)  # all-equal deltas: zero width
 
 
@@ -312,36 +312,36 @@ def test_a_guard_that_hurts_has_a_negative_interval() -> None:
 
 def test_majority_pairing_and_unpaired_cases() -> None:
     parent = [
-        product_sample(f"s{i}", sample, events=[event("json_final", changed=True)])
+        product_sample(f"s{i}", sample, events=[event("final_json", changed=True)])
         for i in range(3)
         for sample in range(3)
     ]
     off = [
         # s0: 2 of 3 samples right: a pass.  s1: right, wrong, cut short: a tie, which fails.  s2: all cut short.
-        *(product_sample("s0", sample, answer_right=sample != 1, without="json_final") for sample in range(3)),
-        product_sample("s1", 0, without="json_final"),
-        product_sample("s1", 1, answer_right=False, without="json_final"),
-        product_sample("s1", 2, without="json_final", end="retries_exhausted"),
-        *(product_sample("s2", sample, without="json_final", end="server_died") for sample in range(3)),
+        *(product_sample("s0", sample, answer_right=sample != 1, without="final_json") for sample in range(3)),
+        product_sample("s1", 0, without="final_json"),
+        product_sample("s1", 1, answer_right=False, without="final_json"),
+        product_sample("s1", 2, without="final_json", end="retries_exhausted"),
+        *(product_sample("s2", sample, without="final_json", end="server_died") for sample in range(3)),
     ]
-    answer = row_of(ablation_rows(parent, off, cases(3), SETTINGS), "json_final", "answer")
+    answer = row_of(ablation_rows(parent, off, cases(3), SETTINGS), "final_json", "answer")
     assert (answer.n_seeds, answer.n_unpaired, answer.on_pass, answer.off_pass) == (2, 1, 2, 1)
     assert answer.delta_mean == pytest.approx(0.5)
     assert (answer.fired, answer.fired_cases) == (9, 9)  # case runs: one per sample of a case
 
 
 def test_fewer_than_two_paired_cases_have_no_interval() -> None:
-    parent = [product_sample("s0", events=[event("json_final", changed=True)])]
-    off = [product_sample("s0", answer_right=False, without="json_final")]
-    answer = row_of(ablation_rows(parent, off, cases(1), SETTINGS), "json_final", "answer")
+    parent = [product_sample("s0", events=[event("final_json", changed=True)])]
+    off = [product_sample("s0", answer_right=False, without="final_json")]
+    answer = row_of(ablation_rows(parent, off, cases(1), SETTINGS), "final_json", "answer")
     assert (answer.delta_mean, answer.ci_low, answer.ci_high, answer.n_seeds) == (1.0, None, None, 1)
 
 
 def test_ablation_json_and_markdown() -> None:
-    parent = [product_sample(f"s{i}", events=[event("json_final", changed=i == 0)]) for i in range(4)]
-    off = [product_sample(f"s{i}", answer_right=i != 0, without="json_final") for i in range(4)]
+    parent = [product_sample(f"s{i}", events=[event("final_json", changed=i == 0)]) for i in range(4)]
+    off = [product_sample(f"s{i}", answer_right=i != 0, without="final_json") for i in range(4)]
     rows = ablation_rows(parent, off, cases(4), SETTINGS)
-    data = row_of(rows, "json_final", "answer").as_json()
+    data = row_of(rows, "final_json", "answer").as_json()
     expected = {"guard", "stack_config", "model", "mode", "dimension", "delta_mean", "ci_low", "ci_high"}
     assert expected | {"fired", "changed", "n_seeds", "contribution"} <= set(data)
     assert "tools_mode" not in data
@@ -349,5 +349,5 @@ def test_ablation_json_and_markdown() -> None:
     table = render_ablation_markdown(rows).splitlines()
     assert len(table) == 2 + len(rows)
     answer_line = next(line for line in table if "| answer |" in line)
-    assert "| json_final | llamacpp-jinja | qwen | text-tools | answer | 4/4 | 3/4 | +0.250 |" in answer_line
+    assert "| final_json | llamacpp-jinja | qwen | text-tools | answer | 4/4 | 3/4 | +0.250 |" in answer_line
     assert answer_line.endswith("| changed 1 |")

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from orchestrator.core.cell import CellKey, slug
 from orchestrator.core.classify import AUTO_FORMAT, check_call_format
 from orchestrator.core.gateexpr import GateError, parse_gate
+from orchestrator.core.scoring import Channel
 from orchestrator.core.stats import BootstrapSettings
 from orchestrator.core.types import ToolsMode
 from orchestrator.runner.guards import GUARDS
@@ -159,7 +160,6 @@ class Exclude(_Strict):
     mode: ToolsMode | None = None
 
 
-Channel = Literal["model", "product"]
 PRODUCT_SAMPLES = 3  # cases run this often in the channels unless the matrix says otherwise (majority vote)
 
 

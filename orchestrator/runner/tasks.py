@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from orchestrator.core.classify import tools_by_name, validate_call
 from orchestrator.core.scoring import Expectation, normalise_text
 from orchestrator.core.types import ParsedCall
-from orchestrator.runner.mcpclient import McpError, list_server_tools
 
 
 class _Strict(BaseModel):
@@ -175,6 +174,8 @@ def load_suite(name: str, directory: Path | None = None) -> Suite:
         raise SuiteError(f"{path}: invalid suite: {exc}") from exc
     if suite.mcp is None:
         return suite
+    from orchestrator.runner.mcpclient import McpError  # the MCP SDK only for suites that use a server
+
     try:
         tools = _listed_tools(suite.mcp.server)
     except McpError as exc:
@@ -189,6 +190,8 @@ def load_suite(name: str, directory: Path | None = None) -> Suite:
 def _listed_tools(server: str) -> list[dict[str, Any]]:
     """The server's tools as the model sees them: pydantic's `title` annotations left out (they restate names,
     and a small model copies `form_entityArguments` as the tool's name); everything else as listed."""
+    from orchestrator.runner.mcpclient import list_server_tools
+
     return [_without_titles(tool) for tool in list_server_tools(server, "stdio")]
 
 
