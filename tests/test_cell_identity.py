@@ -9,7 +9,8 @@ import pytest
 
 from orchestrator.core.cell import LATER_AXES, CellKey
 from orchestrator.core.types import ToolsMode
-from orchestrator.runner.matrix import expand, load_matrix
+from orchestrator.runner.matrix import expand
+from orchestrator.runner.matrixfile import load_matrix
 from orchestrator.serving.registry import REPO_ROOT
 from tests.conftest import V1_CPU_RUN, committed_runs
 

@@ -11,7 +11,8 @@ import pytest
 
 from orchestrator.core.textcalls import FORMATS
 from orchestrator.runner.cellconfig import cell_config, config_sha256
-from orchestrator.runner.matrix import MatrixError, expand, load_matrix
+from orchestrator.runner.matrix import expand
+from orchestrator.runner.matrixfile import MatrixError, load_matrix
 from orchestrator.serving.registry import REPO_ROOT
 
 GOOD = """\

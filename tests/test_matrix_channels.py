@@ -11,7 +11,8 @@ import pytest
 
 from orchestrator.runner.cellconfig import cell_config
 from orchestrator.runner.guards import GUARDS, GUARDS_ENV, GuardConfigError, active_guards
-from orchestrator.runner.matrix import Matrix, MatrixError, expand, load_matrix
+from orchestrator.runner.matrix import Matrix, expand
+from orchestrator.runner.matrixfile import MatrixError, load_matrix
 from orchestrator.runner.runs import start_run
 from orchestrator.runner.tasks import load_suite
 from orchestrator.serving.registry import REPO_ROOT

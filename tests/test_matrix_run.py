@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.runner.matrix import expand, load_matrix
+from orchestrator.runner.matrix import expand
+from orchestrator.runner.matrixfile import load_matrix
 from orchestrator.serving.assets import cache_root
 from orchestrator.serving.registry import REPO_ROOT
 

@@ -259,7 +259,7 @@ def compose_command(
 
 
 def _load_matrix(path: Path):
-    from orchestrator.runner.matrix import MatrixError, load_matrix
+    from orchestrator.runner.matrixfile import MatrixError, load_matrix
 
     try:
         return load_matrix(path)
