@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,9 +35,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from orchestrator.serving.launchers import free_port
+
 MCP_SERVERS = {"formation": "orchestrator.runner.mcpformation"}
 Transport = Literal["stdio", "http"]
-LOOPBACK = "127.0.0.1"
+LOOPBACK = "127.0.0.1"  # where the HTTP transport binds and is dialled: loopback only
 STOP_GRACE_S = 3.0  # per step of the stop sequence: stdin closed, SIGTERM, SIGKILL
 T = TypeVar("T")
 ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
@@ -184,7 +185,7 @@ class McpToolServer:
     async def _spawn(self) -> Process:
         command = [sys.executable, "-m", MCP_SERVERS[self.server], "--transport", self.transport]
         if self.transport == "http":
-            port = _free_loopback_port()
+            port = free_port()
             command += ["--port", str(port)]
             self.url = f"http://{LOOPBACK}:{port}/mcp"
         if self.log_path is not None:
@@ -372,12 +373,6 @@ async def _wait_for_port(process: Process, url: str) -> None:
             continue
         await stream.aclose()
         return
-
-
-def _free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
 
 
 def _wraps_result(name: str, output_schema: dict[str, Any] | None) -> bool:

@@ -23,8 +23,9 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ContentBlock, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from orchestrator.runner.mcpclient import LOOPBACK
+
 SERVER_NAME = "formation"
-LOOPBACK = "127.0.0.1"  # the HTTP transport never binds another address
 DEFAULT_PORT = 8765
 
 EntityType = Literal["ENTITY_TYPE_LLC", "ENTITY_TYPE_C_CORP", "ENTITY_TYPE_S_CORP", "ENTITY_TYPE_NONPROFIT"]
