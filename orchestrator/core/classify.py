@@ -25,6 +25,7 @@ from jsonschema.exceptions import SchemaError
 
 from orchestrator.core.modes import JSON_FORMAT, Mode, mode_of
 from orchestrator.core.replyfacts import (
+    TOOL_CALLS_EMPTY_FLAG,
     content_text,
     finish_reason_of,
     message_of,
@@ -285,6 +286,8 @@ def _answer(verdict: Verdict, read: Reader, rules: Mode, tools: Sequence[Any], b
 
     if not (content or "").strip():
         empty = "empty:reasoning_only" if reasoning_text(message) else "empty:no_content"
+        if finish_reason_of(body) == "tool_calls" and empty == "empty:no_content":
+            empty = TOOL_CALLS_EMPTY_FLAG  # the stack said it stopped for calls and sent none
         return verdict(Outcome.NON_RESPONSE, empty, **base)
     return verdict(Outcome.NO_CALL_PROSE, "prose:no_call", **base)
 

@@ -26,6 +26,8 @@ PROMPT_COUNT_UNAVAILABLE_FLAG = "prompt_count:unavailable"  # the stack can coun
 CACHE_NOT_CLEARED_FLAG = "cache:not_cleared"  # the seed's start could not clear the server's prompt cache
 CACHE_SHARED_FLAG = "cache:shared"  # seeds ran concurrently on one server: records may depend on interleaving
 CONSTRAINT_VIOLATED_FLAG = "constraint:violated"  # a constrained answer that is not one schema-valid JSON object
+# The stack said it stopped for tool calls and sent none (a stream's lost calls, or a parser that dropped them).
+TOOL_CALLS_EMPTY_FLAG = "finish:tool_calls_empty"
 
 # Reasoning beside the content, by stack: llama.cpp common/chat.cpp common_chat_msg::to_json_oaicompat and SGLang
 # srt/entrypoints/openai/protocol.py ChatMessage write `reasoning_content`; vLLM 0.32
@@ -121,9 +123,13 @@ def violates_constraint(content: str | None, tools: Sequence[Any]) -> bool:
 def reply_flags(
     *, finish_reason: str | None, constrained: bool, tools: Sequence[Any], status: int | None, body: Any
 ) -> list[str]:
-    """family:reason facts beside the outcome: truncation (any reply), constraint violation (a 2xx message
-    in a constrained mode)."""
+    """family:reason facts beside the outcome: truncation (any reply), `finish_reason: tool_calls` with no
+    call (a 2xx message), constraint violation (a 2xx message in a constrained mode)."""
     flags = [TRUNCATED_FLAG] if finish_reason == "length" else []
+    if finish_reason == "tool_calls" and status is not None and 200 <= status < 300 and isinstance(body, Mapping):
+        message = message_of(body)
+        if message is not None and not message.get("tool_calls"):
+            flags.append(TOOL_CALLS_EMPTY_FLAG)
     if constrained and status is not None and 200 <= status < 300 and isinstance(body, Mapping):
         message = message_of(body)
         if message is not None and violates_constraint(content_text(message.get("content")), tools):

@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 # `call_format` (None), `text_calls` ([]) and `prompt_tokens_rendered` (None); cells' `call_format` ("auto"),
 # `canary`, `sampling_defaults` and `raw_template` (absent); turn records' `channel` (None: the agent loop),
 # `executions`, `guard_events` ([]), `prompted_by` and `final_answer` (None); cells' `channel`, `guards`,
-# `without` and `sample` (absent: an agent-loop cell).
+# `without` and `sample` (absent: an agent-loop cell); turn records' `stream` (False), `stream_ref`,
+# `stream_facts`, `tool_choice`, `parallel_tool_calls`, `constraint_honoured` (None); cells' `stream`,
+# `tool_choice`, `parallel_tool_calls` (absent: not streamed, nothing asked).
 SCHEMA_VERSION = 2
 KNOWN_SCHEMA_VERSIONS: frozenset[int] = frozenset({1, 2})
 
@@ -137,6 +139,12 @@ class Classification(BaseModel):
     )
     finish_reason: str | None = Field(None, description="Why generation stopped, as the stack said it.")
     flags: list[str] = Field(default_factory=list, description="family:reason facts beside the outcome.")
+    stream_facts: dict[str, Any] | None = Field(
+        None, description="A streamed answer: what its assembly saw (terminator, call indexes, event counts)."
+    )
+    constraint_honoured: bool | None = Field(
+        None, description="tool_choice / parallel_tool_calls sent: did the answer keep to them (None: nothing asked)."
+    )
 
 
 class RefusalSignature(BaseModel):
@@ -207,6 +215,18 @@ class TurnRecord(BaseModel):
         default_factory=list, description="Calls recovered from the content text, whether executed or not."
     )
     raw_body: Any = Field(None, description="The full reply body, kept so outcomes can be recomputed.")
+    stream: bool = Field(False, description="Sent with stream: true (the cell's stream axis).")
+    stream_ref: str | None = Field(
+        None, description="A streamed attempt: where its raw events are, `streams/<cell_id>.jsonl:<line>`."
+    )
+    stream_facts: dict[str, Any] | None = Field(
+        None, description="A streamed attempt: ttfb_s, ttft_s, max_gap_s, tokens_per_s, cut, call_indexes, counts."
+    )
+    tool_choice: str | None = Field(None, description="The tool_choice the request asked for (None: not an axis).")
+    parallel_tool_calls: bool | None = Field(None, description="parallel_tool_calls as sent (None: not sent).")
+    constraint_honoured: bool | None = Field(
+        None, description="Did the answer keep to tool_choice / parallel_tool_calls (None: nothing asked or no answer)."
+    )
     prompt_tokens_rendered: int | None = Field(
         None, description="The prompt's length as the server renders and counts it (tokens.prompt: what it used)."
     )

@@ -25,7 +25,8 @@ from typing import Any
 import httpx
 
 from orchestrator.core.chattemplate import ChatTemplate, TemplateError
-from orchestrator.core.classify import classify, is_context_overflow
+from orchestrator.core.classify import is_context_overflow
+from orchestrator.core.constraints import RequestSemantics
 from orchestrator.core.modes import mode_of
 from orchestrator.core.replyfacts import (
     CACHE_NOT_CLEARED_FLAG,
@@ -46,6 +47,7 @@ from orchestrator.core.types import (
     ToolsMode,
     TurnRecord,
 )
+from orchestrator.runner.exchange import Attempt, send
 from orchestrator.runner.modes import Request, build_request, continue_messages, initial_messages
 from orchestrator.runner.tasks import Suite, answer_correct, execute
 from orchestrator.serving.chatapi import (
@@ -53,11 +55,11 @@ from orchestrator.serving.chatapi import (
     Decoding,
     build_completion_payload,
     build_payload,
-    post_chat,
     token_counts,
 )
 from orchestrator.serving.render import PromptCounter
 from orchestrator.serving.stackspec import StackSpec
+from orchestrator.serving.streaming import StreamTimeouts
 
 LIVENESS_GRACE_S = 1.0
 
@@ -104,6 +106,11 @@ class SeedContext:
     guards: frozenset[str] = frozenset()  # product channel: the guards that are on
     # Product channel: hands one call to the tool server (dry run) and returns what it answered.
     execute_call: Callable[[ParsedCall], ToolExecution] | None = None
+    stream: bool = False  # the cell's stream axis: every request is sent with stream: true and read as it arrives
+    stream_timeouts: StreamTimeouts | None = None  # first byte, longest gap, whole request
+    # Writes one streamed attempt's raw events to the cell's side file; returns the reference the turn keeps.
+    record_stream: Callable[[dict[str, Any]], str] = lambda _record: ""
+    semantics: RequestSemantics | None = None  # tool_choice / parallel_tool_calls (native modes only)
 
 
 def run_seed(
@@ -149,7 +156,7 @@ def payload_for(ctx: SeedContext, request: Request) -> Callable[[int], dict[str,
     def payload(attempt: int) -> dict[str, Any]:
         decoding = ctx.decoding.model_copy(update={"seed": _sampling_seed(ctx, attempt)})
         if request.prompt is not None:
-            return build_completion_payload(ctx.spec, ctx.model, request.prompt, decoding)
+            return build_completion_payload(ctx.spec, ctx.model, request.prompt, decoding, stream=ctx.stream)
         return build_payload(
             ctx.spec,
             ctx.model,
@@ -157,6 +164,8 @@ def payload_for(ctx: SeedContext, request: Request) -> Callable[[int], dict[str,
             decoding,
             tools=request.tools,
             response_schema=request.response_schema,
+            stream=ctx.stream,
+            semantics=ctx.semantics,
         )
 
     return payload
@@ -180,20 +189,12 @@ def answer_turn(
         if ctx.cancelled.is_set():
             raise SeedCancelled(ctx.seed_id)
         heartbeat(f"{ctx.cell_id} {ctx.seed_id} turn {turn} attempt {attempt}")
-        exchange = post_chat(client, url, payload(attempt), ctx.request_timeout_s)
+        sent = send(ctx, client, url, payload(attempt), turn, attempt, heartbeat)
         if ctx.cancelled.is_set():  # the server is being torn down: this answer is not the model's
             raise SeedCancelled(ctx.seed_id)
-        verdict = classify(
-            **ctx.spec.signatures(),
-            mode=ctx.mode,
-            tools=ctx.suite.tools,
-            http_status=exchange.http_status,
-            body=exchange.body,
-            transport_error=exchange.transport_error,
-            call_format=ctx.call_format,
-        )
+        exchange, verdict = sent.exchange, sent.verdict
         rendered = _rendered_prompt_tokens(ctx, client, request, exchange)
-        last = turn_record(ctx, turn, attempt, exchange, verdict, cache if attempt == 0 else None, rendered)
+        last = turn_record(ctx, turn, attempt, sent, cache if attempt == 0 else None, rendered)
         if verdict.outcome is Outcome.NON_RESPONSE and not ctx.server_alive():
             return last, verdict, SeedEnd.SERVER_DIED
         if not verdict.retryable:
@@ -228,7 +229,7 @@ def template_failure(ctx: SeedContext, turn: int, exc: TemplateError) -> TurnRec
         parse_path=mode_of(ctx.mode).parse_path,
         error=ErrorInfo(type="template_error", body=str(exc)),
     )
-    return turn_record(ctx, turn, 0, ChatExchange(None, None, None, 0.0), verdict, None)
+    return turn_record(ctx, turn, 0, Attempt(ChatExchange(None, None, None, 0.0), verdict, None), None)
 
 
 def _sampling_seed(ctx: SeedContext, attempt: int) -> int | None:
@@ -245,13 +246,13 @@ def turn_record(
     ctx: SeedContext,
     turn: int,
     attempt: int,
-    exchange: ChatExchange,
-    verdict: Classification,
+    sent: Attempt,
     cache: dict[str, Any] | None,
     rendered: int | None = None,
 ) -> TurnRecord:
+    exchange, verdict = sent.exchange, sent.verdict
     flags = list(verdict.flags)
-    tokens = token_counts(exchange.body)
+    tokens = token_counts(sent.body)
     if prompt_truncated(tokens.prompt, rendered):
         flags.append(PROMPT_TRUNCATED_FLAG)
     answered = exchange.http_status is not None and 200 <= exchange.http_status < 300
@@ -292,7 +293,13 @@ def turn_record(
         text_call_recoverable=verdict.text_call_recoverable,
         call_format=verdict.call_format,
         text_calls=verdict.text_calls,
-        raw_body=exchange.body,
+        raw_body=exchange.body,  # a stream's body is its events, in the side file (`stream_ref`)
+        stream=ctx.stream,
+        stream_ref=sent.stream_ref,
+        stream_facts=sent.stream_facts,
+        tool_choice=ctx.semantics.tool_choice if ctx.semantics else None,
+        parallel_tool_calls=ctx.semantics.parallel_tool_calls if ctx.semantics else None,
+        constraint_honoured=verdict.constraint_honoured,
         finish_reason=verdict.finish_reason,
         flags=flags,
         prompt_cache=cache,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.chattemplate import ChatTemplate
+from orchestrator.core.constraints import RequestSemantics
 from orchestrator.core.modes import mode_of
 from orchestrator.core.types import SCHEMA_VERSION
 from orchestrator.runner.matrix import Cell, Matrix
@@ -45,6 +46,14 @@ def effective_template(
 def _without_template(spec: StackSpec, capabilities: dict[str, Any]) -> dict[str, Any]:
     """The capabilities, less the template text (its hash is recorded; the canary shows its effect)."""
     return {k: v for k, v in capabilities.items() if k != spec.template_capability}
+
+
+_NO_SEMANTICS = RequestSemantics()
+
+
+def _stream_timeouts(matrix: Matrix) -> dict[str, float]:
+    timeouts = matrix.timeouts
+    return {"first_byte_s": timeouts.first_byte, "gap_s": timeouts.stream_gap_s, "total_s": timeouts.request_s}
 
 
 def cell_config(
@@ -127,6 +136,13 @@ def cell_config(
         "channel": cell.channel,
         "sample": cell.sample,
         "without": cell.without,
+        # Request semantics (axes): streamed or not; tool_choice and parallel_tool_calls (native modes only).
+        "stream": cell.stream,
+        "tool_choice": cell.tool_choice,
+        "named_tool": (cell.semantics(tools[suites[0]]) or _NO_SEMANTICS).named_tool if suites else None,
+        "parallel_tool_calls": cell.parallel_tool_calls,
+        "stream_fields": spec.stream_fields if cell.stream else None,
+        "stream_timeouts": _stream_timeouts(matrix) if cell.stream else None,
         "guards": sorted(guards) if cell.channel == "product" else None,
         "tool_server": tool_server,
         "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities", "canary", "sampling_defaults"})
@@ -164,6 +180,9 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "turn_cap",
     "channel",
     "guards",
+    "stream",
+    "tool_choice",
+    "parallel_tool_calls",
 )
 
 
@@ -177,6 +196,9 @@ IDENTITY_DEFAULTS: dict[str, Any] = {
     "raw_template_sha256": None,
     "channel": "agent",
     "guards": None,
+    "stream": False,
+    "tool_choice": "auto",
+    "parallel_tool_calls": None,
 }
 
 

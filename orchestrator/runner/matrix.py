@@ -8,139 +8,52 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.core.cell import CellKey, slug
-from orchestrator.core.classify import AUTO_FORMAT, check_call_format
+from orchestrator.core.constraints import RequestSemantics, ToolChoice
 from orchestrator.core.gateexpr import GateError, parse_gate
+from orchestrator.core.modes import mode_of
 from orchestrator.core.scoring import Channel
 from orchestrator.core.stats import BootstrapSettings
 from orchestrator.core.types import ToolsMode
 from orchestrator.runner.guards import GUARDS
-from orchestrator.runner.tasks import SuiteError, load_suite
+from orchestrator.runner.matrixentries import ModelEntry, StackEntry, TaskEntry
+from orchestrator.runner.tasks import load_suite
 from orchestrator.serving.chatapi import Decoding, SamplerNotSupported, sampler_fields
 from orchestrator.serving.registry import UnknownStackError, load_stack
-from orchestrator.serving.serverconfig import LauncherKind
-from orchestrator.serving.stackspec import Host
 
 # Body fields a request is made of: `decoding.extra` may add fields, never replace these.
 RESERVED_BODY_FIELDS = frozenset(
-    {"model", "messages", "tools", "tool_choice", "stream", "options", "format", "response_format", "keep_alive"}
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "options",
+        "format",
+        "response_format",
+        "keep_alive",
+    }
 )
+ParallelSetting = Literal["default"] | bool  # default: not sent (the stack's own default)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class StackEntry(_Strict):
-    """One stack config: a stack definition, one of its tool configurations, and where it runs."""
-
-    id: str | None = Field(None, description="Label used in cell ids and tables; default stack-toolconfig.")
-    stack: str = Field(description="A stack definition in stacks/.")
-    tool_config: str | None = Field(None, description="Named tool configuration; default: the stack's default.")
-    launcher: LauncherKind = "process"
-    host: Host = "cpu"
-    network: Literal["host", "published"] = "published"
-    image: str | None = Field(None, description="Override the stack's pinned image (docker).")
-    binary: str | None = Field(None, description="Override the server binary (process).")
-    url: str | None = Field(None, description="Base URL of a running server (attach).")
-    ctx: int | None = Field(None, ge=256, description="Context length passed to the server.")
-    extra_args: list[str] = Field(default_factory=list)
-    gpus: int | None = Field(
-        None, ge=1, description="GPUs to request (e.g. with --tensor-parallel-size 2); default: the stack's count."
-    )
-
-    @model_validator(mode="after")
-    def _known(self) -> StackEntry:
-        try:
-            spec = load_stack(self.stack)
-        except UnknownStackError as exc:
-            raise ValueError(str(exc)) from None
-        if self.tool_config is not None and self.tool_config not in spec.tool_configs:
-            raise ValueError(
-                f"stack {self.stack!r} has no tool configuration {self.tool_config!r} "
-                f"(known: {', '.join(spec.tool_configs)})"
-            )
-        if self.launcher == "attach" and not self.url:
-            raise ValueError("the attach launcher needs url")
-        if self.launcher != "attach" and spec.launch is None:
-            raise ValueError(f"stack {self.stack!r} cannot be launched; use launcher: attach with a url")
-        return self
-
-    @property
-    def label(self) -> str:
-        return self.id or f"{self.stack}-{self.resolved_tool_config}"
-
-    @property
-    def resolved_tool_config(self) -> str:
-        return self.tool_config or load_stack(self.stack).default_tool_config
-
-
-class ModelSource(_Strict):
-    asset: str | None = Field(None, description="A model asset of `orchestrate assets` (GGUF or its HF conversion).")
-    path: str | None = Field(None, description="Explicit GGUF file or HF directory.")
-    tag: str | None = Field(None, description="Served name / Ollama tag / hosted model id.")
-    hub: str | None = Field(None, description="A hub repo id the server downloads itself (GPU hosts), e.g. Qwen/...")
-    call_format: str | None = Field(None, description="The model's call format on this stack; wins over the model's.")
-
-    @field_validator("call_format")
-    @classmethod
-    def _known_format(cls, value: str | None) -> str | None:
-        return None if value is None else check_call_format(value)
-
-    @model_validator(mode="after")
-    def _one(self) -> ModelSource:
-        if sum(bool(v) for v in (self.asset, self.path, self.tag, self.hub)) != 1:
-            raise ValueError("a model source needs exactly one of asset, path, tag or hub")
-        return self
-
-
-class ModelEntry(_Strict):
-    name: str = Field(description="Model label in tables.")
-    sources: dict[str, ModelSource] = Field(description="Per stack: where this stack gets the model.")
-    quantization: str | None = None
-    digest: str | None = Field(None, description="Expected sha256 of the model file, when pinned.")
-    turn_cap: int | None = Field(
-        None, ge=1, description="This model's turn cap where it must differ from the matrix's (recorded per cell)."
-    )
-    call_format: str = Field(
-        AUTO_FORMAT, description="How its text calls are read: auto (every recogniser) or one of textcalls.FORMATS."
-    )
-
-    @field_validator("call_format")
-    @classmethod
-    def _known_format(cls, value: str) -> str:
-        return check_call_format(value)
-
-    def call_format_for(self, stack: str) -> str:
-        """The call format this model's cells on `stack` are read with: the stack's source's, else its own."""
-        source = self.sources.get(stack)
-        return (source.call_format if source else None) or self.call_format
-
-
-class TaskEntry(_Strict):
-    suite: str
-    seeds: list[str] | None = Field(None, description="Seed ids; default: the first `count` seeds.")
-    count: int | None = Field(None, ge=1)
-
-    @model_validator(mode="after")
-    def _exists(self) -> TaskEntry:
-        try:
-            suite = load_suite(self.suite)
-        except SuiteError as exc:
-            raise ValueError(str(exc)) from None
-        for seed in self.seeds or []:
-            suite.seed(seed)
-        return self
-
-    def seed_ids(self) -> list[str]:
-        suite = load_suite(self.suite)
-        if self.seeds:
-            return list(self.seeds)
-        return [seed.id for seed in suite.seeds][: self.count or len(suite.seeds)]
-
-
 class Timeouts(_Strict):
-    request_s: float = Field(180.0, gt=0)
+    request_s: float = Field(180.0, gt=0, description="A whole request; a stream's deadline too.")
     ready_s: float = Field(600.0, gt=0)
+    first_byte_s: float | None = Field(
+        None, gt=0, description="Streams: the first byte of the answer within this (default request_s)."
+    )
+    stream_gap_s: float = Field(60.0, gt=0, description="Streams: the longest silence between events.")
+
+    @property
+    def first_byte(self) -> float:
+        return self.first_byte_s or self.request_s
 
 
 class Retries(_Strict):
@@ -192,6 +105,28 @@ class Matrix(_Strict):
     without: list[str] | None = Field(
         None, description="Ablation runs (orchestrate ablate): one product cell per guard switched off."
     )
+    stream: list[bool] = Field([False], min_length=1, description="Send each request streamed (true) or not.")
+    tool_choice: list[ToolChoice] = Field(
+        ["auto"], min_length=1, description="Native modes: auto | required | named (the suite's first tool) | none."
+    )
+    parallel_tool_calls: list[ParallelSetting] = Field(
+        ["default"], min_length=1, description="Native modes: default (not sent) | false | true."
+    )
+
+    @field_validator("stream", "tool_choice", "parallel_tool_calls")
+    @classmethod
+    def _distinct(cls, value: list[Any]) -> list[Any]:
+        if len({repr(v) for v in value}) != len(value):
+            raise ValueError(f"a value is listed twice in {value}")
+        return value
+
+    def request_axes(self, mode: ToolsMode) -> list[tuple[bool, str, bool | None]]:
+        """(stream, tool_choice, parallel_tool_calls) of each cell of a mode: tool_choice and
+        parallel_tool_calls only where the mode sends tools (elsewhere they would constrain nothing)."""
+        native = mode_of(mode).sends_tools
+        choices = self.tool_choice if native else ["auto"]
+        parallel = [None if p == "default" else p for p in self.parallel_tool_calls] if native else [None]
+        return [(stream, choice, p) for stream in self.stream for choice in choices for p in parallel]
 
     @property
     def sample_count(self) -> int:
@@ -316,6 +251,20 @@ class Cell(BaseModel):
     channel: str = "agent"  # agent | model | product
     sample: int = 0
     without: str | None = None  # ablation: the guard switched off
+    stream: bool = False
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool | None = None  # None: not sent
+
+    def semantics(self, tools: list[dict[str, Any]]) -> RequestSemantics | None:
+        """What the cell's requests ask beyond tools= (None: nothing); `named` names the suite's first tool."""
+        if self.tool_choice == "auto" and self.parallel_tool_calls is None:
+            return None
+        named = tools[0]["function"]["name"] if self.tool_choice == "named" and tools else None
+        return RequestSemantics(
+            tool_choice=self.tool_choice,  # type: ignore[arg-type]
+            named_tool=named,
+            parallel_tool_calls=self.parallel_tool_calls,
+        )
 
     @property
     def call_format(self) -> str:
@@ -341,9 +290,19 @@ def cell_key(
     channel: str = "agent",
     sample: int = 0,
     without: str | None = None,
+    request: tuple[bool, str, bool | None] = (False, "auto", None),
 ) -> CellKey:
+    stream, tool_choice, parallel = request
     return CellKey(
-        stack_config=stack.label, model=model.name, tools_mode=mode, channel=channel, sample=sample, without=without
+        stack_config=stack.label,
+        model=model.name,
+        tools_mode=mode,
+        channel=channel,
+        sample=sample,
+        without=without,
+        stream=stream,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel,
     )
 
 
@@ -354,8 +313,9 @@ def cell_id(
     channel: str = "agent",
     sample: int = 0,
     without: str | None = None,
+    request: tuple[bool, str, bool | None] = (False, "auto", None),
 ) -> str:
-    return cell_key(stack, model, mode, channel, sample, without).cell_id
+    return cell_key(stack, model, mode, channel, sample, without, request).cell_id
 
 
 def expand(matrix: Matrix) -> list[ServerPlan]:
@@ -374,21 +334,25 @@ def expand(matrix: Matrix) -> list[ServerPlan]:
                 for mode in matrix.modes:
                     if matrix.excluded(stack, model, mode):
                         continue
-                    for channel, sample, without in matrix.cell_axes():
-                        cells.append(
-                            Cell(
-                                cell_id=cell_id(stack, model, mode, channel, sample, without),
-                                order=position,
-                                stack=stack,
-                                model=model,
-                                mode=mode,
-                                seeds=seeds,
-                                channel=channel,
-                                sample=sample,
-                                without=without,
+                    for request in matrix.request_axes(mode):
+                        for channel, sample, without in matrix.cell_axes():
+                            cells.append(
+                                Cell(
+                                    cell_id=cell_id(stack, model, mode, channel, sample, without, request),
+                                    order=position,
+                                    stack=stack,
+                                    model=model,
+                                    mode=mode,
+                                    seeds=seeds,
+                                    channel=channel,
+                                    sample=sample,
+                                    without=without,
+                                    stream=request[0],
+                                    tool_choice=request[1],
+                                    parallel_tool_calls=request[2],
+                                )
                             )
-                        )
-                        position += 1
+                            position += 1
             if cells:
                 server_id = slug(stack.label + ("__" + group[0].name if per_model else ""))
                 plans.append(ServerPlan(server_id=server_id, stack=stack, models=group, cells=cells))

@@ -31,6 +31,7 @@ from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, exp
 from orchestrator.runner.mcpclient import McpToolServer
 from orchestrator.runner.session import LaunchFailed, ServerSession, launch_config, model_ref_for
 from orchestrator.runner.store import RunStore, now
+from orchestrator.runner.streamstore import StreamStore
 from orchestrator.runner.tasks import Suite, load_suite
 from orchestrator.runner.toolserver import Executor, local_executor, mcp_executor
 from orchestrator.serving.cache import reset_prompt_cache
@@ -39,6 +40,7 @@ from orchestrator.serving.probe import ProbeResult, probe
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.render import prompt_counter
 from orchestrator.serving.serverconfig import ServerConfig
+from orchestrator.serving.streaming import StreamTimeouts
 from orchestrator.serving.templates import NoTemplate, model_template
 
 Seed = tuple[str, str]  # (suite, seed id)
@@ -63,6 +65,7 @@ class Sweep:
         # set its parent run had, whatever the environment says now).
         self.guards = guards if guards is not None else active_guards(matrix.guards, os.environ)
         self.tool_servers: dict[str, McpToolServer] = {}  # suite -> its MCP server, started once per run
+        self.streams = StreamStore(store.dir)  # streamed attempts' raw events, one side file per cell
 
     def loop_for(self, cell: Cell) -> Any:
         return {"model": run_model_case, "product": run_product_case}.get(cell.channel, run_seed)
@@ -100,6 +103,7 @@ class Sweep:
             return self.run_plans()
         finally:
             self.stop_tool_servers()
+            self.streams.close()
 
     def run_plans(self) -> int:
         plans = expand(self.matrix)
@@ -358,6 +362,10 @@ class Sweep:
                 without=cell.without,
                 guards=self.cell_guards(cell),
                 execute_call=self.executor(loaded, seed_id) if cell.channel == "product" else None,
+                stream=cell.stream,
+                stream_timeouts=self.stream_timeouts(),
+                record_stream=lambda record: self.streams.append(cell.cell_id, record),
+                semantics=cell.semantics(loaded.tools),
             )
             loop = self.loop_for(cell)
             try:
@@ -370,6 +378,10 @@ class Sweep:
             return seed if final.end is SeedEnd.SERVER_DIED else None
 
         return [seed for seed in self.map_seeds(one, seeds) if seed is not None]
+
+    def stream_timeouts(self) -> StreamTimeouts:
+        timeouts = self.matrix.timeouts
+        return StreamTimeouts(first_byte_s=timeouts.first_byte, gap_s=timeouts.stream_gap_s, total_s=timeouts.request_s)
 
     def map_seeds(self, one: Any, seeds: list[Seed]) -> list[Seed | None]:
         """Run `one` over the seeds; on Ctrl-C (or any error) queued seeds are cancelled at once and running

@@ -38,12 +38,24 @@ class DryRunTool(_Strict):
     result_key: str = Field("items", description="keys: the result field holding the key list.")
 
 
+class ParallelCall(_Strict):
+    """One call a seed's first turn should make (`Seed.parallel`)."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class Seed(_Strict):
     id: str
     template: str | None = Field(None, description="Which request template made this seed (scripts/make_seeds.py).")
     request: str
     expected: Any = Field(None, description="The answer a submit call must carry (agent-loop suites).")
     expect: Expectation | None = Field(None, description="What is right for this case (model/product channels).")
+    parallel: list[ParallelCall] | None = Field(
+        None,
+        description="The independent calls the first turn should make together, in that one turn (any order): "
+        "at least two, each naming an offered tool with arguments valid under its schema (analysis/parallel.py).",
+    )
     data: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
@@ -82,7 +94,7 @@ class Suite(_Strict):
         unknown_core = sorted(set(self.core) - set(ids))
         if unknown_core:
             raise ValueError(f"core names cases the suite does not have: {unknown_core}")
-        if self.mcp is not None:
+        if self.mcp is not None:  # its tools are listed later: load_suite checks `parallel` against them
             if self.dry_run:
                 raise ValueError("a suite with an MCP server has no dry_run: the server answers its calls")
             if not all(seed.expect for seed in self.seeds):
@@ -93,6 +105,17 @@ class Suite(_Strict):
             raise ValueError(f"tools {sorted(names)} and dry_run {sorted(self.dry_run)} must name the same tools")
         if not any(tool.kind == "submit" for tool in self.dry_run.values()) and not all(s.expect for s in self.seeds):
             raise ValueError("a suite needs a submit tool, or an `expect` on every case")
+        problems = parallel_problems(self.tools, self.seeds, self.submit_tool)
+        if problems:
+            raise ValueError(f"bad `parallel` entries: {'; '.join(problems)}")
+        unanswered = [
+            f"{seed.id}: {entry.name}({entry.arguments})"
+            for seed in self.seeds
+            for entry in seed.parallel or []
+            if execute(self, seed, ParsedCall(name=entry.name, arguments=entry.arguments)).error
+        ]
+        if unanswered:
+            raise ValueError(f"expected parallel calls the dry run answers with an error (no such row): {unanswered}")
         return self
 
     @property
@@ -113,6 +136,30 @@ class Suite(_Strict):
     @property
     def submit_tool(self) -> str | None:
         return next((name for name, tool in self.dry_run.items() if tool.kind == "submit"), None)
+
+
+def parallel_problems(tools: list[dict[str, Any]], seeds: list[Seed], submit_tool: str | None) -> list[str]:
+    """What is wrong with the seeds' `parallel` lists: fewer than two calls, a repeated call, the submit tool (it
+    ends the task), a tool not offered, or arguments its schema refuses. Empty when all is well."""
+    offered = tools_by_name(tools)
+    problems = []
+    for seed in seeds:
+        entries = seed.parallel or []
+        if seed.parallel is not None and len(entries) < 2:
+            problems.append(f"{seed.id}: a parallel turn needs at least two calls, not {len(entries)}")
+        keys = [json.dumps([e.name, e.arguments], sort_keys=True) for e in entries]
+        if len(set(keys)) != len(keys):
+            problems.append(f"{seed.id}: the same call is listed twice")
+        for number, entry in enumerate(entries):
+            where = f"{seed.id}: parallel[{number}] ({entry.name})"
+            problem = validate_call(ParsedCall(name=entry.name, arguments=entry.arguments), offered)
+            if entry.name == submit_tool:
+                problems.append(f"{where}: the submit tool ends the task, it is no parallel lookup")
+            elif problem == "call:unknown_tool":
+                problems.append(f"{where}: names a tool the suite does not offer (offered: {sorted(offered)})")
+            elif problem:
+                problems.append(f"{where}: arguments {entry.arguments} do not validate against its schema ({problem})")
+    return problems
 
 
 class ToolResult(BaseModel):
@@ -183,6 +230,9 @@ def load_suite(name: str, directory: Path | None = None) -> Suite:
     unknown = sorted(set(suite.deterministic) - set(tools_by_name(tools)))
     if unknown:
         raise SuiteError(f"{path}: deterministic names tools the MCP server does not offer: {unknown}")
+    problems = parallel_problems(tools, suite.seeds, None)
+    if problems:
+        raise SuiteError(f"{path}: bad `parallel` entries: {'; '.join(problems)}")
     return suite.model_copy(update={"tools": tools})
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import email.utils
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -15,8 +16,11 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.core.constraints import RequestSemantics
+from orchestrator.core.streams import StreamApi, StreamEvent
 from orchestrator.core.types import TokenCounts, TransportError
 from orchestrator.serving.stackspec import SAMPLER_PARAMS, StackSpec
+from orchestrator.serving.streaming import StreamCapture, StreamTimeouts, read_stream
 
 
 class Decoding(BaseModel):
@@ -102,14 +106,20 @@ def build_payload(
     *,
     tools: list[dict[str, Any]] | None = None,
     response_schema: dict[str, Any] | None = None,
+    stream: bool = False,
+    semantics: RequestSemantics | None = None,
 ) -> dict[str, Any]:
-    """The request body for this stack's chat API. `tools=None` sends no tools at all.
+    """The request body for this stack's chat API. `tools=None` sends no tools at all; `semantics`
+    (tool_choice, parallel_tool_calls) go only with tools. A streamed request carries `stream: true` and the
+    stack's `stream_fields`; a non-streamed one to Ollama says `stream: false` (its default is true).
 
     Order of precedence: the stack's `request_fields`, then the sampler (in the stack's names, at the
     stack's location), then `decoding.extra`."""
     sampler = sampler_fields(spec, decoding)
     payload: dict[str, Any] = {"model": model, "messages": messages, **spec.request_fields}
-    if spec.api == "ollama":
+    if stream:
+        payload.update({"stream": True, **spec.stream_fields})
+    elif spec.api == "ollama":
         payload["stream"] = False
     if spec.sampler.location == "options":
         payload["options"] = sampler
@@ -117,6 +127,7 @@ def build_payload(
         payload.update(sampler)
     if tools is not None:
         payload["tools"] = tools
+        payload.update(semantics.body_fields() if semantics else {})
     if response_schema is not None:
         if spec.constrained.knob == "ollama_format":
             payload["format"] = response_schema
@@ -128,10 +139,14 @@ def build_payload(
     return {**payload, **decoding.extra}
 
 
-def build_completion_payload(spec: StackSpec, model: str, prompt: str, decoding: Decoding) -> dict[str, Any]:
+def build_completion_payload(
+    spec: StackSpec, model: str, prompt: str, decoding: Decoding, *, stream: bool = False
+) -> dict[str, Any]:
     """A raw text completion (OpenAI /v1/completions) body: the prompt as rendered by the harness, the same
     request fields and full sampler as a chat request, no tools and no template applied by the stack."""
-    return {"model": model, "prompt": prompt, **spec.request_fields, **sampler_fields(spec, decoding), **decoding.extra}
+    streamed = {"stream": True, **spec.stream_fields} if stream else {}
+    fields = {**spec.request_fields, **streamed, **sampler_fields(spec, decoding)}
+    return {"model": model, "prompt": prompt, **fields, **decoding.extra}
 
 
 def token_counts(body: Any) -> TokenCounts:
@@ -154,6 +169,27 @@ class ChatExchange:
     transport_error: TransportError | None
     latency_s: float
     retry_after_s: float | None = None  # the server's Retry-After header, in seconds, when it sent one
+    stream: StreamCapture | None = None  # a streamed answer: its events (body is None; assembled when labelled)
+
+
+def post_chat_stream(
+    client: httpx.Client,
+    url: str,
+    payload: dict[str, Any],
+    api: StreamApi,
+    timeouts: StreamTimeouts,
+    on_event: Callable[[StreamEvent, int], None] | None = None,
+) -> ChatExchange:
+    """One streamed POST. A reply that never became a stream (an error status, a JSON body) is a plain
+    exchange; a stream that began is its capture, however it ended."""
+    start = time.monotonic()
+    result = read_stream(client, url, payload, api, timeouts, on_event)
+    latency = time.monotonic() - start
+    if result.capture is None:
+        headers = result.reply_headers or {}
+        retry = retry_after(headers.get("retry-after")) if result.http_status is not None else None
+        return ChatExchange(result.http_status, result.reply_body, result.transport_error, latency, retry)
+    return ChatExchange(result.http_status, None, result.transport_error, latency, stream=result.capture)
 
 
 def post_chat(client: httpx.Client, url: str, payload: dict[str, Any], timeout_s: float) -> ChatExchange:

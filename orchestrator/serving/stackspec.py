@@ -267,6 +267,10 @@ class StackSpec(_Strict):
     request_fields: dict[str, bool | int | float | str] = Field(
         default_factory=dict, description="Body fields every chat request carries (recorded), e.g. cache_prompt."
     )
+    stream_fields: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Body fields a streamed request adds beside `stream: true` (e.g. stream_options.include_usage).",
+    )
     prompt_cache: PromptCache = Field(description="How a seed starts from an empty prompt cache.")
     api_key_env: str | None = Field(None, description="Environment variable holding a bearer token.")
     quirks: list[str] = Field(default_factory=list)

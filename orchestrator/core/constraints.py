@@ -1,0 +1,101 @@
+"""Request semantics as measured axes: `tool_choice` and `parallel_tool_calls`, and whether an answer kept to
+them. Pure.
+
+Only native modes send them (the stack's own tool path is what they constrain). The check reads the calls
+the *stack* returned (`tool_calls`), not calls the harness recovered from text: a stack that was asked to
+force a call and let the model write prose (or JSON in the content) did not honour the request.
+- `required`: at least one call; `named`: every call names that tool and there is one; `none`: no call;
+- `parallel_tool_calls: false`: at most one call.
+A turn the stack refused or never answered says nothing about compliance (None); an empty 2xx answer does.
+The outcome stays what the answer is; a broken constraint is a flag (`constraint:required_ignored`, ...) and
+`constraint_honoured`. (Not the turn's `detail`: that stays the answer's own reason, which triage and
+`--reclassify` read; the flag is in the same family:reason form.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.core.types import Classification, Outcome
+
+ToolChoice = Literal["auto", "required", "named", "none"]
+TOOL_CHOICES: tuple[str, ...] = ("auto", "required", "named", "none")
+REQUIRED_IGNORED = "constraint:required_ignored"
+NAMED_IGNORED = "constraint:named_ignored"
+NONE_IGNORED = "constraint:none_ignored"
+PARALLEL_IGNORED = "constraint:parallel_ignored"
+CONSTRAINT_FLAGS = frozenset({REQUIRED_IGNORED, NAMED_IGNORED, NONE_IGNORED, PARALLEL_IGNORED})
+
+
+class RequestSemantics(BaseModel):
+    """What a native request asks of the stack beyond `tools=`: the cell's axes, and the tool `named` names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_choice: ToolChoice = "auto"
+    named_tool: str | None = Field(None, description="tool_choice named: the tool the request names.")
+    parallel_tool_calls: bool | None = Field(None, description="None: not sent (the stack's default).")
+
+    @property
+    def asks(self) -> bool:
+        """Anything beyond the API's defaults is asked (auto and an unsent parallel_tool_calls ask nothing)."""
+        return self.tool_choice != "auto" or self.parallel_tool_calls is False
+
+    def body_fields(self) -> dict[str, Any]:
+        """The request fields, in the OpenAI names every stack here reads (Ollama's /api/chat ignores them:
+        that is what the measurement shows). `auto` is the default with tools and is not sent."""
+        fields: dict[str, Any] = {}
+        if self.tool_choice == "named":
+            fields["tool_choice"] = {"type": "function", "function": {"name": self.named_tool}}
+        elif self.tool_choice != "auto":
+            fields["tool_choice"] = self.tool_choice
+        if self.parallel_tool_calls is not None:
+            fields["parallel_tool_calls"] = self.parallel_tool_calls
+        return fields
+
+
+def _stack_call_names(raw_tool_calls: Any) -> list[str | None]:
+    if not isinstance(raw_tool_calls, list):
+        return []
+    names = []
+    for raw in raw_tool_calls:
+        function = raw.get("function") if isinstance(raw, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        names.append(name if isinstance(name, str) else None)
+    return names
+
+
+def constraint_breaches(semantics: RequestSemantics, raw_tool_calls: Any) -> list[str]:
+    """The constraints an answer broke, from the calls the stack returned."""
+    names = _stack_call_names(raw_tool_calls)
+    broken = []
+    if semantics.tool_choice == "required" and not names:
+        broken.append(REQUIRED_IGNORED)
+    elif semantics.tool_choice == "named" and (not names or any(n != semantics.named_tool for n in names)):
+        broken.append(NAMED_IGNORED)
+    elif semantics.tool_choice == "none" and names:
+        broken.append(NONE_IGNORED)
+    if semantics.parallel_tool_calls is False and len(names) > 1:
+        broken.append(PARALLEL_IGNORED)
+    return broken
+
+
+def answered(verdict: Classification) -> bool:
+    """The stack gave an answer to judge: not a refusal, and not a failure without a message (an empty 2xx
+    message is an answer: a stack asked to force a call that sends nothing did not honour it)."""
+    if verdict.outcome is Outcome.REJECTED_REQUEST:
+        return False
+    return verdict.outcome is not Outcome.NON_RESPONSE or verdict.error is None
+
+
+def check_constraints(verdict: Classification, semantics: RequestSemantics | None) -> Classification:
+    """The verdict with `constraint_honoured` and the breach flags; unchanged when nothing was asked or the
+    stack gave no answer to judge (refused, no response)."""
+    if semantics is None or not semantics.asks or not answered(verdict):
+        return verdict
+    broken = constraint_breaches(semantics, verdict.raw_tool_calls)
+    flags = [f for f in verdict.flags if f not in CONSTRAINT_FLAGS] + broken
+    return verdict.model_copy(update={"constraint_honoured": not broken, "flags": flags})
