@@ -5,13 +5,15 @@ every config column), a wide table (model x stack config x mode), a paper-compat
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from orchestrator.core.classify import AUTO_FORMAT, classify, is_context_overflow
+from orchestrator.analysis.reclassify import reclassify
+from orchestrator.analysis.requestaxes import constraint_table, divergence_markers, stream_pairs
+from orchestrator.core.classify import is_context_overflow
 from orchestrator.core.modes import mode_of
 from orchestrator.core.replyfacts import (
     CACHE_NOT_CLEARED_FLAG,
@@ -22,11 +24,10 @@ from orchestrator.core.replyfacts import (
     TRUNCATED_FLAG,
 )
 from orchestrator.core.stats import BootstrapSettings, cell_stats
-from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, ToolsMode, TransportError
+from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, ToolsMode
 from orchestrator.runner.provenance import run_stacks
-from orchestrator.runner.store import RunStore, counted_turns, turn_key
-from orchestrator.serving.registry import load_stack
-from orchestrator.serving.stackspec import StackSpec
+from orchestrator.runner.store import RunStore, counted_turns
+from orchestrator.runner.streamstore import read_streams
 
 CONFIG_COLUMNS = [
     "stack_label",
@@ -56,77 +57,8 @@ CONFIG_COLUMNS = [
     "turn_cap",
     "status",
 ]
-# Flags the runner sets (the rest are read from the answer, so --reclassify recomputes them): the cache family
-# and the prompt-count facts (truncated:prompt shares its family with truncated:max_tokens, read from the answer).
-RUNNER_FLAG_FAMILIES = frozenset({CACHE_NOT_CLEARED_FLAG.split(":")[0]})
-RUNNER_FLAGS = frozenset({PROMPT_TRUNCATED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG})
-HARNESS_ERRORS = frozenset({"template_error"})  # turns the harness could not send: no answer to recompute
 PAPER_MODES = {"native": "native", "native+hint": "native_hint", "text-tools": "text_tools"}
 PAPER_FIELDS = ("seed", "lo", "hi", "pooled", "n", "rej", "n_seeds")
-
-
-def reclassify(
-    turns: list[dict[str, Any]], cells: dict[str, dict[str, Any]], stacks: Callable[[str], StackSpec] = load_stack
-) -> list[dict[str, Any]]:
-    """Recompute outcome/detail/calls/flags and the text call facts (call_format, text_calls,
-    text_call_recoverable) of every stored turn from its raw answer, with the signatures of `stacks` (a run's
-    own snapshot of its stack definitions, where it kept one) and the cell's recorded call_format (auto for a
-    cell recorded before it had one)."""
-    retried = _retried_attempts(turns)
-    out = []
-    for turn in turns:
-        harness_error = (turn.get("error") or {}).get("type") in HARNESS_ERRORS
-        if _attempt_key(turn) in retried or harness_error:  # a later attempt answered / nothing was sent
-            out.append(turn)
-            continue
-        cell = cells.get(turn["cell_id"], {})
-        suite = turn.get("suite") or (cell.get("suites") or [None])[0]
-        tools = (cell.get("tools") or {}).get(suite, [])
-        error = turn.get("error") or {}
-        transport = None
-        if turn.get("http_status") is None and error.get("type") not in (None, "no_reply"):
-            transport = TransportError(kind=error["type"], message=str(error.get("body") or ""))
-        spec = stacks(turn.get("stack") or cell.get("stack", "openai"))
-        verdict = classify(
-            **spec.signatures(),
-            mode=turn["tools_mode"],
-            tools=tools,
-            http_status=turn.get("http_status"),
-            body=turn.get("raw_body"),
-            transport_error=transport,
-            call_format=cell.get("call_format") or AUTO_FORMAT,
-        )
-        # Flags the runner added (not read from the answer) stay as recorded.
-        kept = [
-            flag
-            for flag in turn.get("flags") or []
-            if flag.split(":", 1)[0] in RUNNER_FLAG_FAMILIES or flag in RUNNER_FLAGS
-        ]
-        out.append(
-            {
-                **turn,
-                "outcome": verdict.outcome.value,
-                "detail": verdict.detail,
-                "calls": [c.model_dump() for c in verdict.calls],
-                "text_calls": [c.model_dump() for c in verdict.text_calls],
-                "text_call_recoverable": verdict.text_call_recoverable,
-                "call_format": verdict.call_format,
-                "finish_reason": verdict.finish_reason,
-                "flags": [*verdict.flags, *kept],
-            }
-        )
-    return out
-
-
-def _attempt_key(turn: dict[str, Any]) -> tuple[Any, ...]:
-    return (*turn_key(turn), turn.get("attempt", 0))
-
-
-def _retried_attempts(turns: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
-    """Attempts the run retried (a later attempt of the same turn exists). Recomputing them could make a
-    retried non-response eligible beside the turn's real answer and count the turn twice."""
-    keys = {_attempt_key(t) for t in turns}
-    return {key for key in keys if (*key[:4], key[4] + 1) in keys}
 
 
 def _text(row: dict[str, Any]) -> str:
@@ -199,24 +131,39 @@ def format_counts(counted: list[dict[str, Any]], tools_mode: str | None) -> dict
     }
 
 
-def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
+def load_run(store: RunStore, *, do_reclassify: bool = False) -> RunTurns:
+    """A run's settings, cells and turns by cell (reclassified from the raw answers when asked)."""
     manifest = store.manifest()
     settings = BootstrapSettings.model_validate(manifest["matrix"].get("bootstrap", {}))
     cells = {cell["cell_id"]: cell for cell in store.read_cells()}
     turns = store.read_turns()
     if do_reclassify:
-        turns = reclassify(turns, cells, run_stacks(store.dir))
+        turns = reclassify(turns, cells, run_stacks(store.dir), read_streams(store.dir))
     by_cell: dict[str, list[dict[str, Any]]] = {}
     for turn in turns:
         by_cell.setdefault(turn["cell_id"], []).append(turn)
+    return RunTurns(settings, cells, by_cell, {c: counted_turns(t) for c, t in by_cell.items()})
+
+
+@dataclass(frozen=True)
+class RunTurns:
+    settings: BootstrapSettings
+    cells: dict[str, dict[str, Any]]
+    by_cell: dict[str, list[dict[str, Any]]]  # every record
+    counted: dict[str, list[dict[str, Any]]]  # the records that count (no superseded runs)
+
+
+def long_table(store: RunStore, *, do_reclassify: bool = False, run: RunTurns | None = None) -> pd.DataFrame:
+    run = run or load_run(store, do_reclassify=do_reclassify)
+    markers = divergence_markers(stream_pairs(run.cells, run.counted, run.settings))
     rows = []
-    for cell_id, cell in sorted(cells.items(), key=lambda item: item[1].get("order", 0)):
-        all_turns = by_cell.get(cell_id, [])
-        counted = counted_turns(all_turns)
+    for cell_id, cell in sorted(run.cells.items(), key=lambda item: item[1].get("order", 0)):
+        all_turns = run.by_cell.get(cell_id, [])
+        counted = run.counted.get(cell_id, [])
         stats = cell_stats(
             [t["seed"] for t in counted],
             [t["outcome"] for t in counted],
-            settings,
+            run.settings,
             turns=[t["turn"] for t in counted],
         )
         row = {"cell_id": cell_id, **{c: cell.get(c) for c in CONFIG_COLUMNS}, **stats.model_dump()}
@@ -225,10 +172,11 @@ def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
         row["launches"] = len(cell.get("launches") or [])
         row.update(seed_counts(all_turns, counted))
         row.update(format_counts(counted, cell.get("tools_mode")))
+        row.update(request_counts(counted))
         row["probe_verdict"] = (cell.get("probe") or {}).get("verdict")
         for key in ("tool_flags", "argv", "image_repo_digests", "tools_sha256", "decoding"):
             row[key] = None if row[key] is None else str(row[key])
-        row["text"] = _text(row)
+        row["text"] = _text(row) + markers.get(cell_id, "")
         row["axes"] = _later_axes(cell)
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -237,11 +185,34 @@ def long_table(store: RunStore, *, do_reclassify: bool = False) -> pd.DataFrame:
     return frame
 
 
+def request_counts(counted: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a cell's streamed turns and constraints came to: streams cut (truncated, stalled, past the
+    deadline), the median time to first token and tokens per second, and the share of judged turns that kept
+    to tool_choice / parallel_tool_calls (None where nothing was asked)."""
+    details = [t.get("detail") or "" for t in counted]
+    facts = [t.get("stream_facts") or {} for t in counted if t.get("stream")]
+    ttft = [f["ttft_s"] for f in facts if isinstance(f.get("ttft_s"), int | float)]
+    rate = [f["tokens_per_s"] for f in facts if isinstance(f.get("tokens_per_s"), int | float)]
+    judged = [t["constraint_honoured"] for t in counted if t.get("constraint_honoured") is not None]
+    return {
+        "n_stream_cut": sum(d.startswith("transport:stream_") for d in details),
+        "ttft_median_s": float(pd.Series(ttft).median()) if ttft else None,
+        "tokens_per_s_median": float(pd.Series(rate).median()) if rate else None,
+        "n_constraint_judged": len(judged),
+        "constraint_honoured": (sum(judged) / len(judged)) if judged else None,
+    }
+
+
 def _later_axes(cell: dict[str, Any]) -> str:
-    """The cell's axes beyond stack config, model and mode (channel, sample, guard off): '' for a plain cell."""
+    """The cell's axes beyond stack config, model and mode (channel, sample, guard off, stream, tool_choice,
+    parallel_tool_calls): '' for a plain cell."""
     parts = [cell.get("channel") if cell.get("channel") not in (None, "agent") else None]
     parts += [f"sample {cell['sample']}" if cell.get("sample") else None]
     parts += [f"without {cell['without']}" if cell.get("without") else None]
+    parts += ["stream" if cell.get("stream") else None]
+    parts += [f"tool_choice {cell['tool_choice']}" if cell.get("tool_choice") not in (None, "auto") else None]
+    parallel = cell.get("parallel_tool_calls")
+    parts += [None if parallel is None else f"parallel {str(parallel).lower()}"]
     return " ".join(part for part in parts if part)
 
 
@@ -288,12 +259,19 @@ def paper_tables(long: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
-    long = long_table(store, do_reclassify=do_reclassify)
+    run = load_run(store, do_reclassify=do_reclassify)
+    long = long_table(store, run=run)
     wide = wide_table(long)
     out = store.dir / "report"
     out.mkdir(exist_ok=True)
     written = []
-    for name, frame, index in (("cells_long", long, False), ("cells_wide", wide, True)):
+    tables: list[tuple[str, pd.DataFrame, bool]] = [("cells_long", long, False), ("cells_wide", wide, True)]
+    # Request-semantics sections, written only where the run has them (a run without those axes has none).
+    pairs = stream_pairs(run.cells, run.counted, run.settings)
+    compliance = constraint_table(run.cells, run.counted, run.settings)
+    tables += [(name, frame, False) for name, frame in (("stream_pairs", pairs), ("constraints", compliance))
+               if not frame.empty]  # fmt: skip
+    for name, frame, index in tables:
         frame.to_csv(out / f"{name}.csv", index=index)
         frame.to_parquet(out / f"{name}.parquet", index=index)
         (out / f"{name}.md").write_text(frame.to_markdown(index=index) + "\n")

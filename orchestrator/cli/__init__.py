@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -17,12 +17,11 @@ from rich.table import Table
 
 from orchestrator.analysis.views import probe_view, stats_view, wide_view
 from orchestrator.core.cell import PRIMARY_AXES, CellKey
-from orchestrator.core.classify import AUTO_FORMAT, check_call_format, classify
 from orchestrator.core.jsonl import InputError, read_jsonl
 from orchestrator.core.stats import BootstrapSettings, cell_table
-from orchestrator.core.types import ToolsMode, TransportError
+from orchestrator.core.types import ToolsMode
 from orchestrator.runner.store import counted_turns
-from orchestrator.serving.registry import UnknownStackError, load_stack
+from orchestrator.serving.registry import load_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure tool calling per serving stack.")
 console = Console()
@@ -32,20 +31,6 @@ err_console = Console(stderr=True)
 def fail(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
-
-
-class Exchange(BaseModel):
-    """One request/reply to classify (the input of `orchestrate classify`)."""
-
-    model_config = ConfigDict(extra="ignore")
-    id: Any
-    stack: str
-    mode: ToolsMode
-    tools: list[Any]
-    http_status: int | None
-    body: Any = None
-    error: TransportError | None = None
-    call_format: str = AUTO_FORMAT  # how text calls are read: auto or one recogniser (core/textcalls.py)
 
 
 class TurnOutcomeRow(BaseModel):
@@ -63,50 +48,6 @@ class TurnOutcomeRow(BaseModel):
     seed_attempt: int = 0
     superseded: bool = False
     end: str | None = None
-
-
-_CLASSIFY_FIELDS = {
-    "outcome",
-    "detail",
-    "parse_path",
-    "calls",
-    "text_call_recoverable",
-    "call_format",
-    "text_calls",
-    "retryable",
-    "finish_reason",
-    "flags",
-}
-
-
-@app.command("classify")
-def classify_command(
-    exchanges: Annotated[Path, typer.Argument(help="JSONL: one exchange per line.")],
-) -> None:
-    """Label each exchange with one outcome; writes one JSON object per line."""
-    try:
-        for number, exchange in read_jsonl(exchanges, Exchange):
-            try:
-                spec = load_stack(exchange.stack)
-            except UnknownStackError as exc:
-                raise InputError(f"{exchanges}:{number}: field 'stack': {exc}") from exc
-            try:
-                check_call_format(exchange.call_format)
-            except ValueError as exc:
-                raise InputError(f"{exchanges}:{number}: field 'call_format': {exc}") from exc
-            verdict = classify(
-                **spec.signatures(),
-                mode=exchange.mode,
-                tools=exchange.tools,
-                http_status=exchange.http_status,
-                body=exchange.body,
-                transport_error=exchange.error,
-                call_format=exchange.call_format,
-            )
-            row = {"id": exchange.id, **verdict.model_dump(mode="json", include=_CLASSIFY_FIELDS)}
-            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
-    except InputError as exc:
-        fail(str(exc))
 
 
 @app.command("stats")
@@ -383,4 +324,4 @@ def report_command(
 
 
 # Commands that explain a finished run live in their own modules; importing them registers them on `app`.
-from orchestrator.cli import audit, diff, product, triage  # noqa: E402,F401
+from orchestrator.cli import audit, classify, diff, product, triage  # noqa: E402,F401

@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from orchestrator.core.chattemplate import ChatTemplate, TemplateError, render_chat
 from orchestrator.core.modes import mode_of
@@ -29,6 +28,7 @@ from orchestrator.runner.channels import run_model_case, run_product_case
 from orchestrator.runner.guards import active_guards
 from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
 from orchestrator.runner.mcpclient import McpToolServer
+from orchestrator.runner.progress import SweepProgress
 from orchestrator.runner.session import LaunchFailed, ServerSession, launch_config, model_ref_for
 from orchestrator.runner.store import RunStore, now
 from orchestrator.runner.streamstore import StreamStore
@@ -66,6 +66,7 @@ class Sweep:
         self.guards = guards if guards is not None else active_guards(matrix.guards, os.environ)
         self.tool_servers: dict[str, McpToolServer] = {}  # suite -> its MCP server, started once per run
         self.streams = StreamStore(store.dir)  # streamed attempts' raw events, one side file per cell
+        self.progress: SweepProgress | None = None
 
     def loop_for(self, cell: Cell) -> Any:
         return {"model": run_model_case, "product": run_product_case}.get(cell.channel, run_seed)
@@ -96,6 +97,8 @@ class Sweep:
     def record(self, turn: TurnRecord) -> None:
         with self.lock:
             self.store.append_turn(turn)
+        if self.progress is not None:
+            self.progress.on_turn(turn)
 
     def run(self) -> int:
         try:
@@ -108,15 +111,8 @@ class Sweep:
     def run_plans(self) -> int:
         plans = expand(self.matrix)
         done = self.store.completed_seeds()
-        with Progress(
-            SpinnerColumn(),  # keeps moving while a slow model generates: the heartbeat
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=self.console,
-            transient=False,
-        ) as progress:
+        with SweepProgress(self.console) as progress:
+            self.progress = progress
             servers = progress.add_task("servers", total=len(plans))
             for plan in plans:
                 pending = {
@@ -162,21 +158,21 @@ class Sweep:
         stored = self.store.read_cell(cell.cell_id) or {}
         return not pending[cell.cell_id] and stored.get("status") == CellStatus.COMPLETE
 
-    def run_server(self, plan: ServerPlan, pending: dict[str, list[Seed]], progress: Progress) -> None:
+    def run_server(self, plan: ServerPlan, pending: dict[str, list[Seed]], progress: SweepProgress) -> None:
         try:
             config = launch_config(self.matrix, plan)
         except LaunchFailed as exc:
             self.mark_launch_failed([c for c in plan.cells if not self.cell_done(c, pending)], exc, None)
             return
         session = ServerSession(config, self.store.run_id, self.store.dir / "logs")
-        task = progress.add_task(f"[bold]{plan.server_id}[/] starting", total=sum(len(s) for s in pending.values()))
+        task = progress.add_task(f"{plan.server_id} starting", total=sum(len(s) for s in pending.values()))
         try:
             session.start("initial")
         except LaunchFailed as exc:
             self.mark_launch_failed([c for c in plan.cells if not self.cell_done(c, pending)], exc, session)
             return
         try:
-            progress.update(task, description=f"[bold]{plan.server_id}[/] ready in {session.ready_s:.0f}s")
+            progress.update(task, description=f"{plan.server_id} ready in {session.ready_s:.0f}s")
             for entry in plan.models:
                 self.run_model(plan, entry, config, session, pending, progress, task)
         finally:
@@ -189,7 +185,7 @@ class Sweep:
         config: ServerConfig,
         session: ServerSession,
         pending: dict[str, list[Seed]],
-        progress: Progress,
+        progress: SweepProgress,
         task: Any,
     ) -> None:
         cells = [c for c in plan.cells if c.model.name == entry.name and not self.cell_done(c, pending)]
@@ -248,7 +244,7 @@ class Sweep:
         config: ServerConfig,
         probe_result: ProbeResult,
         seeds: list[Seed],
-        progress: Progress,
+        progress: SweepProgress,
         task: Any,
         template: ChatTemplate | None = None,
     ) -> None:
@@ -290,6 +286,7 @@ class Sweep:
         launches = [*previous, *session.launches[serving:]]
         final = {**base, "status": status.value, "started": started, "finished": now(), "launches": launches}
         self.store.write_cell(cell.cell_id, {**final, "error": error} if error else final)
+        progress.cell_done(cell.cell_id, status.value)
 
     def tool_server_record(self, cell: Cell) -> dict[str, Any] | None:
         """The MCP server(s) a product cell's calls went to (server, transport, pid, SDK version)."""
@@ -312,7 +309,7 @@ class Sweep:
         base: dict[str, Any],
         config: ServerConfig,
         seeds: list[Seed],
-        progress: Progress,
+        progress: SweepProgress,
         task: Any,
         template: ChatTemplate | None = None,
     ) -> list[Seed]:
@@ -370,6 +367,7 @@ class Sweep:
             loop = self.loop_for(cell)
             try:
                 final = loop(ctx, self.record, heartbeat=lambda m: progress.update(task, description=f"  {m}"))
+                progress.seed_done(cell.cell_id, seed_id, final)
             except SeedCancelled:
                 return None
             with self.lock:

@@ -189,7 +189,9 @@ def post_chat_stream(
         headers = result.reply_headers or {}
         retry = retry_after(headers.get("retry-after")) if result.http_status is not None else None
         return ChatExchange(result.http_status, result.reply_body, result.transport_error, latency, retry)
-    return ChatExchange(result.http_status, None, result.transport_error, latency, stream=result.capture)
+    # Headers but not one byte of the answer in time: a transport timeout (no status, as a plain request's).
+    status = None if result.transport_error is not None else result.http_status
+    return ChatExchange(status, None, result.transport_error, latency, stream=result.capture)
 
 
 def post_chat(client: httpx.Client, url: str, payload: dict[str, Any], timeout_s: float) -> ChatExchange:

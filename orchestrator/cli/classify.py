@@ -1,0 +1,107 @@
+"""`orchestrate classify`: label exchanges (JSONL, one per line) with the core labeller, streamed ones too.
+
+An exchange with `"stream": true` carries the raw text of its stream in `body` (SSE for OpenAI-compatible
+stacks, NDJSON for `ollama`); a `body` that is a JSON object is an error reply sent before any stream began,
+labelled exactly as a non-streamed reply. `tool_choice` / `parallel_tool_calls` (and `named_tool`) say what the
+request asked, so compliance is judged as in a run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.cli import app, fail
+from orchestrator.core.classify import AUTO_FORMAT, check_call_format
+from orchestrator.core.constraints import RequestSemantics, ToolChoice
+from orchestrator.core.jsonl import InputError, read_jsonl
+from orchestrator.core.labelling import StreamInput, label_turn
+from orchestrator.core.types import ToolsMode, TransportError
+from orchestrator.serving.registry import UnknownStackError, load_stack
+from orchestrator.serving.streaming import parse_stream_text
+
+
+class Exchange(BaseModel):
+    """One request/reply to classify (the input of `orchestrate classify`)."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: Any
+    stack: str
+    mode: ToolsMode
+    tools: list[Any]
+    http_status: int | None
+    body: Any = None
+    error: TransportError | None = None
+    call_format: str = AUTO_FORMAT  # how text calls are read: auto or one recogniser (core/textcalls.py)
+    stream: bool = False  # body: the raw stream text (SSE, or NDJSON for ollama); a JSON object: an error reply
+    tool_choice: ToolChoice = "auto"
+    named_tool: str | None = None
+    parallel_tool_calls: bool | None = None
+
+
+_CLASSIFY_FIELDS = {
+    "outcome",
+    "detail",
+    "parse_path",
+    "calls",
+    "text_call_recoverable",
+    "call_format",
+    "text_calls",
+    "retryable",
+    "finish_reason",
+    "flags",
+    "stream_facts",
+    "constraint_honoured",
+}
+
+
+def _stream_of(exchange: Exchange, api: str) -> StreamInput | None:
+    """The stream an exchange carries: a string body of a 2xx streamed reply (anything else is a plain reply)."""
+    started = exchange.http_status is not None and 200 <= exchange.http_status < 300 and exchange.error is None
+    if not (exchange.stream and started and isinstance(exchange.body, str)):
+        return None
+    stream_api = "ollama" if api == "ollama" else "openai"
+    return StreamInput(events=parse_stream_text(exchange.body, stream_api), api=stream_api)
+
+
+@app.command("classify")
+def classify_command(
+    exchanges: Annotated[Path, typer.Argument(help="JSONL: one exchange per line.")],
+) -> None:
+    """Label each exchange with one outcome; writes one JSON object per line."""
+    try:
+        for number, exchange in read_jsonl(exchanges, Exchange):
+            try:
+                spec = load_stack(exchange.stack)
+            except UnknownStackError as exc:
+                raise InputError(f"{exchanges}:{number}: field 'stack': {exc}") from exc
+            try:
+                check_call_format(exchange.call_format)
+            except ValueError as exc:
+                raise InputError(f"{exchanges}:{number}: field 'call_format': {exc}") from exc
+            semantics = RequestSemantics(
+                tool_choice=exchange.tool_choice,
+                named_tool=exchange.named_tool,
+                parallel_tool_calls=exchange.parallel_tool_calls,
+            )
+            verdict = label_turn(
+                **spec.signatures(),
+                mode=exchange.mode,
+                tools=exchange.tools,
+                http_status=exchange.http_status,
+                body=exchange.body,
+                transport_error=exchange.error,
+                call_format=exchange.call_format,
+                stream=_stream_of(exchange, spec.api),
+                semantics=semantics,
+            )
+            row = {"id": exchange.id, **verdict.model_dump(mode="json", include=_CLASSIFY_FIELDS)}
+            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    except InputError as exc:
+        fail(str(exc))
+
