@@ -500,7 +500,210 @@ def dependency_chain(rng: random.Random) -> dict:
     }
 
 
-MAKERS: tuple[Callable[[random.Random], dict], ...] = (aggregation, dependency_chain, ops)
+# ------------------------------------------------------------------------------------------------ parallel
+
+PARALLEL_SYSTEM = (
+    "You are an agent that solves the user's task by calling tools. Tool calls that do not depend on each "
+    "other's results can and should be made in parallel: put all of them in one turn (one message with several "
+    "tool calls) instead of one at a time. When you know the answer, call submit with it."
+)
+# (city, IANA zone, UTC offset in hours): synthetic data tables, fixed offsets (no daylight saving).
+PAR_CITIES = [
+    ("Paris", "Europe/Paris", 1),
+    ("Oslo", "Europe/Oslo", 1),
+    ("Lima", "America/Lima", -5),
+    ("Tokyo", "Asia/Tokyo", 9),
+    ("Nairobi", "Africa/Nairobi", 3),
+    ("Denver", "America/Denver", -7),
+    ("Sydney", "Australia/Sydney", 10),
+    ("Mumbai", "Asia/Kolkata", 5.5),
+    ("Reykjavik", "Atlantic/Reykjavik", 0),
+    ("Santiago", "America/Santiago", -4),
+    ("Cairo", "Africa/Cairo", 2),
+    ("Seoul", "Asia/Seoul", 9),
+    ("Auckland", "Pacific/Auckland", 12),
+    ("Toronto", "America/Toronto", -5),
+]
+PAR_TICKERS = ["ACME", "GLBX", "INTC", "UMBR", "WAYN", "STRK", "HOOL", "TYRL", "OSCP", "CYBD"]
+PAR_CONDITIONS = ["sunny", "cloudy", "fog", "snow"]  # or "rain", which the conditional templates ask about
+PAR_PHRASES: dict[str, list[str]] = {
+    "warmest": [
+        "What is the weather in {cities}? Submit the name of the warmest of them.",
+        "I am choosing between {cities} for a weekend trip and want the warmest one today. Submit that city.",
+    ],
+    "temp-diff": [
+        "By how many degrees Celsius do the temperatures in {cities} differ right now? Submit the difference "
+        "as a positive number.",
+        "Compare the current temperatures of {cities} and submit the warmer one minus the colder one in Celsius.",
+    ],
+    "stock-sum": [
+        "What does it cost to buy one share each of {tickers}? Submit the total price in USD.",
+        "Get the current stock prices of {tickers} and submit their sum.",
+    ],
+    "stock-highest": [
+        "Which of the stocks {tickers} has the highest price per share? Submit its ticker.",
+        "Look up the share prices of {tickers} and submit the ticker of the most expensive one.",
+    ],
+    "population-sum": [
+        "How many people live in {cities} together? Submit the combined population.",
+        "Our campaign targets {cities}. Submit the total population of these cities.",
+    ],
+    "timezone-gap": [
+        "I am in {a} and want to call the office in {b}. Get the time zones of {a} and {b} and the weather in {b} "
+        "at once. If it is raining in {b}, submit the word postpone; otherwise submit how many hours {b} is ahead "
+        "of {a} (negative if behind).",
+    ],
+    "roadshow": [
+        "Our roadshow goes to {a} unless it is raining there, and to {b} otherwise. Look up the weather in {a} and "
+        "the populations of {a} and {b} in one go, then submit the population of the city we go to.",
+    ],
+}
+# (template, parallel calls in the first turn, whether it rains where the conditional templates look); the first
+# eight cover every template and both call counts; each conditional template is asked once with rain, once without.
+PAR_PLAN: list[tuple[str, int, bool | None]] = [
+    ("warmest", 3, None),
+    ("stock-sum", 2, None),
+    ("timezone-gap", 3, True),
+    ("population-sum", 2, None),
+    ("roadshow", 3, False),
+    ("temp-diff", 2, None),
+    ("stock-highest", 3, None),
+    ("warmest", 2, None),
+    ("population-sum", 3, None),
+    ("timezone-gap", 3, False),
+    ("roadshow", 3, True),
+    ("stock-sum", 3, None),
+    ("temp-diff", 2, None),
+    ("stock-highest", 2, None),
+]
+PAR_TOOL_OF = {"weather": "get_weather", "population": "get_population", "stocks": "get_stock_price"}
+
+
+def weather_row(rng: random.Random, temperature: int, condition: str, shape: int) -> dict[str, Any]:
+    if shape == 1:
+        return {"current": {"temperature": {"value": temperature, "unit": "C"}, "condition": condition}}
+    if shape == 2:
+        return {"temperature": f"{temperature} C", "condition": condition.title(), "humidity": rng.randint(20, 95)}
+    return {"temperature_c": temperature, "condition": condition}
+
+
+def population_row(population: int, shape: int) -> dict[str, Any]:
+    return [
+        {"population": population},
+        {"population": {"value": population, "year": 2025}},
+        {"population": f"{population:,}"},
+    ][shape]
+
+
+def stock_row(price: float, shape: int) -> dict[str, Any]:
+    return [
+        {"price": price, "currency": "USD"},
+        {"quote": {"last": price, "currency": "USD"}},
+        {"price": f"{price:.2f}", "currency": "USD"},
+    ][shape]
+
+
+def timezone_row(zone: str, offset: float, shape: int) -> dict[str, Any]:
+    if shape == 1:
+        hours, minutes = divmod(round(abs(offset) * 60), 60)
+        return {"timezone": zone, "utc_offset": f"{'-' if offset < 0 else '+'}{hours:02d}:{minutes:02d}"}
+    return {"timezone": zone, "utc_offset_hours": offset}
+
+
+def parallel_tables(
+    rng: random.Random, template: str, count: int, rain: bool | None
+) -> tuple[dict[str, Any], list[dict], Any]:
+    """One seed's data tables, its expected parallel calls and its expected answer."""
+    shape = rng.randrange(3)
+    cities = rng.sample(PAR_CITIES, count + 3)  # the asked cities first, then distractor rows
+    if template == "timezone-gap":  # a gap of 0 hours would be a guessable answer: the second city is elsewhere
+        other = next(i for i, c in enumerate(cities) if c[2] != cities[0][2])
+        cities[1], cities[other] = cities[other], cities[1]
+    names = [c[0] for c in cities]
+    temps = rng.sample(range(-8, 36), len(cities))  # distinct: "the warmest" has one answer
+    conditions = [rng.choice(PAR_CONDITIONS) for _ in cities]
+    if rain is not None:  # the city the condition is about: roadshow's first, timezone-gap's second
+        conditions[0 if template == "roadshow" else 1] = "rain" if rain else rng.choice(PAR_CONDITIONS)
+    pops = [rng.randint(80, 9000) * 1000 + rng.randint(0, 999) for _ in cities]
+    weather = {n: weather_row(rng, t, c, shape) for n, t, c in zip(names, temps, conditions, strict=True)}
+    population = {n: population_row(p, shape) for n, p in zip(names, pops, strict=True)}
+    if template in ("stock-sum", "stock-highest"):
+        tickers = rng.sample(PAR_TICKERS, count + rng.randint(1, 3))
+        prices = [money(rng.randint(500, 90000) / 100) for _ in tickers]
+        calls = [{"name": "get_stock_price", "arguments": {"ticker": t}} for t in tickers[:count]]
+        answer: Any = (
+            money(sum(prices[:count])) if template == "stock-sum" else tickers[prices.index(max(prices[:count]))]
+        )
+        return {"stocks": {t: stock_row(p, shape) for t, p in zip(tickers, prices, strict=True)}}, calls, answer
+    if template == "timezone-gap":
+        zones = {c[0]: timezone_row(c[1], c[2], shape % 2) for c in cities}
+        calls = [{"name": "get_timezone", "arguments": {"city": n}} for n in names[:2]]
+        calls.append({"name": "get_weather", "arguments": {"city": names[1]}})
+        answer = "postpone" if conditions[1] == "rain" else cities[1][2] - cities[0][2]
+        return {"timezones": zones, "weather": weather}, calls, answer
+    if template == "roadshow":
+        calls = [{"name": "get_weather", "arguments": {"city": names[0]}}]
+        calls += [{"name": "get_population", "arguments": {"city": n}} for n in names[:2]]
+        return {"weather": weather, "population": population}, calls, pops[1 if conditions[0] == "rain" else 0]
+    table = "population" if template == "population-sum" else "weather"
+    calls = [{"name": PAR_TOOL_OF[table], "arguments": {"city": n}} for n in names[:count]]
+    answer = {
+        "population-sum": lambda: sum(pops[:count]),
+        "warmest": lambda: names[temps.index(max(temps[:count]))],
+        "temp-diff": lambda: abs(temps[0] - temps[1]),
+    }[template]()
+    return {table: weather if table == "weather" else population}, calls, answer
+
+
+def parallel(rng: random.Random) -> dict:
+    seeds = []
+    plan = [entry[0] for entry in PAR_PLAN]
+    for index, (template, count, rain) in enumerate(PAR_PLAN):
+        data, calls, expected = parallel_tables(rng, template, count, rain)
+        asked = [next(iter(call["arguments"].values())) for call in calls]
+        asked = list(dict.fromkeys(asked))  # a city asked about by two tools is named once
+        phrase = PAR_PHRASES[template][plan[:index].count(template) % len(PAR_PHRASES[template])]
+        request = phrase.format(cities=join_names(asked), tickers=join_names(asked), a=asked[0], b=asked[-1])
+        shuffled = {name: dict(sorted(table.items(), key=lambda _item: rng.random())) for name, table in data.items()}
+        if isinstance(expected, float) and expected.is_integer():
+            expected = int(expected)
+        seeds.append(
+            {
+                "id": f"par-{index:02d}",
+                "template": template,
+                "request": request,
+                "expected": expected,
+                "parallel": calls,
+                "data": shuffled,
+            }
+        )
+    city = lambda: {"city": {"type": "string"}}  # noqa: E731 (a fresh schema per tool: YAML without anchors)
+    return {
+        "suite": "parallel",
+        "version": SUITE_VERSION,
+        "description": "The first turn's right answer is 2-3 independent tool calls in one turn (weather of cities, "
+        "stock prices, populations, time zones plus weather, two tools on one city); `parallel` lists them. Then "
+        "submit what the results give (the warmest city, a sum, a difference, a conditional choice).",
+        "system_prompt": PARALLEL_SYSTEM,
+        "tools": [
+            tool("get_weather", "Get the current weather in a city.", city(), ["city"]),
+            tool("get_population", "Get the population of a city.", city(), ["city"]),
+            tool("get_stock_price", "Get the current price of one share.", {"ticker": {"type": "string"}}, ["ticker"]),
+            tool("get_timezone", "Get the time zone and UTC offset of a city.", city(), ["city"]),
+            SUBMIT_TEXT,
+        ],
+        "dry_run": {
+            "get_weather": {"kind": "lookup", "table": "weather", "key": "city"},
+            "get_population": {"kind": "lookup", "table": "population", "key": "city"},
+            "get_stock_price": {"kind": "lookup", "table": "stocks", "key": "ticker"},
+            "get_timezone": {"kind": "lookup", "table": "timezones", "key": "city"},
+            "submit": {"kind": "submit", "key": "answer"},
+        },
+        "seeds": seeds,
+    }
+
+
+MAKERS: tuple[Callable[[random.Random], dict], ...] = (aggregation, dependency_chain, ops, parallel)
 
 
 def build() -> dict[str, dict]:

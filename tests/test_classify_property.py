@@ -92,7 +92,7 @@ error_body = st.fixed_dictionaries(
 )
 body = openai_body | ollama_body | error_body | json_value | call_text
 status = st.none() | st.sampled_from([200, 201, 400, 404, 422, 429, 500, 502, 503]) | st.integers(100, 599)
-KNOWN_FLAGS = {"truncated:max_tokens", "constraint:violated"}
+KNOWN_FLAGS = {"truncated:max_tokens", "constraint:violated", "finish:tool_calls_empty"}
 tools = st.just(b.TOOLS) | st.lists(json_value, max_size=3)
 error = st.none() | st.builds(
     TransportError, kind=st.sampled_from(["timeout", "connection", "protocol"]), message=st.text(max_size=10)

@@ -55,12 +55,12 @@ def normalised(value: Any) -> Any:
     return value
 
 
-def leaves(value: Any) -> list[Any]:
-    """Every scalar in (normalised) arguments, object keys included: where a merged value can hide."""
+def leaves(value: Any, keys: bool = False) -> list[Any]:
+    """Every scalar in (normalised) arguments; with `keys`, object keys too (where a merged value can hide)."""
     if isinstance(value, Mapping):
-        return [leaf for key, item in value.items() for leaf in [key, *leaves(item)]]
+        return [leaf for key, item in value.items() for leaf in [*([key] if keys else []), *leaves(item, keys)]]
     if isinstance(value, list):
-        return [leaf for item in value for leaf in leaves(item)]
+        return [leaf for item in value for leaf in leaves(item, keys)]
     return [value]
 
 
@@ -94,7 +94,7 @@ def no_leakage(expected: list[ParallelCall], calls: list[Mapping[str, Any]]) -> 
         return False
     values = [value for _, arguments in wanted for value in leaves(arguments) if value not in ("", None)]
     stray = [arguments for name, arguments in actual if (name, arguments) not in wanted]
-    return not any(carries(leaves(arguments), value) for arguments in stray for value in values)
+    return not any(carries(leaves(arguments, keys=True), value) for arguments in stray for value in values)
 
 
 def score_turn(turn: Mapping[str, Any], expected: list[ParallelCall]) -> dict[str, bool | None]:

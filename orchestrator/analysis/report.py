@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.analysis.parallel import write_parallel_report
 from orchestrator.analysis.reclassify import reclassify
 from orchestrator.analysis.requestaxes import constraint_table, divergence_markers, stream_pairs
 from orchestrator.core.classify import is_context_overflow
@@ -270,7 +271,7 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
     pairs = stream_pairs(run.cells, run.counted, run.settings)
     compliance = constraint_table(run.cells, run.counted, run.settings)
     tables += [(name, frame, False) for name, frame in (("stream_pairs", pairs), ("constraints", compliance))
-               if not frame.empty]  # fmt: skip
+               if not frame.empty]
     for name, frame, index in tables:
         frame.to_csv(out / f"{name}.csv", index=index)
         frame.to_parquet(out / f"{name}.parquet", index=index)
@@ -281,4 +282,5 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
         path = out / f"serving_modes__{label}.csv"
         table.to_csv(path, index=False)
         written.append(path)
+    written += write_parallel_report(store, [t for turns in run.by_cell.values() for t in turns], out)
     return long, wide, written

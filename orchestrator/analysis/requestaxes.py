@@ -25,7 +25,7 @@ from orchestrator.core.constraints import CONSTRAINT_FLAGS
 from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, per_seed_fidelity
 
 PAIR_FIELDS = ("stack_label", "model", "tools_mode", "channel", "sample", "without", "tool_choice",
-               "parallel_tool_calls")  # fmt: skip
+               "parallel_tool_calls")
 
 
 def _pair_key(cell: dict[str, Any]) -> tuple[Any, ...]:

@@ -44,7 +44,7 @@ def label_turn(
     labelled = {"refusals": refusals, "mode": mode, "tools": tools, "parser_failures": parser_failures}
     if stream is not None and transport_error is None:
         verdict = classify_stream(**labelled, events=stream.events, api=stream.api, cut=stream.cut,
-                                  call_format=call_format)  # fmt: skip
+                                  call_format=call_format)
     else:
         verdict = classify(
             **labelled, http_status=http_status, body=body, transport_error=transport_error, call_format=call_format

@@ -254,7 +254,7 @@ def _ollama_line(builder: _Builder, event: StreamEvent) -> None:
             else:
                 builder.tool_delta(offset + position, item, event.t)
     for key in ("model", "created_at", "done_reason", "total_duration", "prompt_eval_count", "eval_count",
-                "eval_duration", "prompt_eval_duration", "load_duration"):  # fmt: skip
+                "eval_duration", "prompt_eval_duration", "load_duration"):
         if key in payload:
             builder.extra[key] = payload[key]
     if payload.get("done") is True:

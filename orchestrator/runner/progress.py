@@ -112,7 +112,7 @@ class SweepProgress:
                 self.waiting = None
             end = final.end.value if final.end else "?"
             self.line(f"{time.strftime('%H:%M:%S')} seed {seed} of {cell_id}: {end} after {final.turn + 1} turn(s); "
-                      f"cell so far: {tally.text()}")  # fmt: skip
+                      f"cell so far: {tally.text()}")
 
     def cell_done(self, cell_id: str, status: str) -> None:
         with self.lock:
