@@ -60,7 +60,12 @@ class Rendered:
 
 
 def _post(client: httpx.Client, url: str, body: dict[str, Any]) -> Any:
-    reply = client.post(url, json=body, timeout=RENDER_TIMEOUT_S)
+    try:
+        reply = client.post(url, json=body, timeout=RENDER_TIMEOUT_S)
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+        # A kept-alive connection the server closed after a streamed answer: rendering does no model work and
+        # is idempotent, so it is sent once more on a fresh connection.
+        reply = client.post(url, json=body, timeout=RENDER_TIMEOUT_S)
     if reply.status_code != 200:
         raise ValueError(f"POST {url} -> HTTP {reply.status_code}: {reply.text[:300]}")
     return reply.json()
