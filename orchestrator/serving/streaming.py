@@ -180,7 +180,7 @@ def read_stream(
             try:
                 kind, value = reader.out.get(timeout=max(0.0, wait))
             except queue.Empty:
-                return _ran_out(result, capture, now, last_activity, timeouts)
+                return _ran_out(result, capture, reader.clock(), last_activity, timeouts)
             if kind == "reply":
                 status, raw, headers = value
                 result.http_status, result.reply_body, result.reply_headers = status, _plain_body(raw), headers
