@@ -143,10 +143,55 @@ def test_ollama_v1_call_has_the_real_shape(ollama: str) -> None:
     assert body == {**expected, "id": body["id"], "created": body["created"], "usage": body["usage"]}
 
 
+def sse_data(text: str) -> list[Any]:
+    """The data of each SSE event ("[DONE]" as the string), in order; every event is one `data: ` line."""
+    events = text.split("\n\n")
+    assert events[-1] == "" and all(e.startswith("data: ") and "\n" not in e for e in events[:-1]), text
+    return [e[6:] if e == "data: [DONE]" else json.loads(e[6:]) for e in events[:-1]]
+
+
 def test_ollama_streams_ndjson_by_default(ollama: str) -> None:
+    # server/routes.go writeChatResponse streams unless "stream" is false; streamResponse writes one
+    # json.Marshal(api.ChatResponse) + "\n" per piece, chunked, and ends with the done line.
     response = httpx.post(ollama + "/api/chat", json={"model": "llama3.2", "messages": MESSAGES}, timeout=10)
     assert response.headers["content-type"].startswith("application/x-ndjson")
-    assert [json.loads(line)["done"] for line in response.text.splitlines()] == [False, True]
+    assert response.headers["transfer-encoding"] == "chunked"
+    lines = [json.loads(line) for line in response.text.splitlines()]
+    assert [line["done"] for line in lines] == [False] * (len(lines) - 1) + [True] and len(lines) > 2
+    assert "".join(line["message"]["content"] for line in lines) == "The pod api-1 is running."
+    assert all(list(line)[:4] == ["model", "created_at", "message", "done"] for line in lines)
+    assert lines[-1]["message"] == {"role": "assistant", "content": ""} and lines[-1]["done_reason"] == "stop"
+    assert {"prompt_eval_count", "eval_count", "total_duration"} <= set(lines[-1])
+    assert all(line["model"] == "llama3.2" for line in lines)  # ChatHandler: Model is req.Model, as sent
+
+
+def test_ollama_streamed_call_arrives_whole(ollama: str) -> None:
+    request = {"model": "llama3.2", "messages": MESSAGES, "tools": b.TOOLS}
+    lines = [json.loads(line) for line in httpx.post(ollama + "/api/chat", json=request, timeout=10).text.splitlines()]
+    assert [line["done"] for line in lines] == [False, True]
+    [call] = lines[0]["message"]["tool_calls"]  # the tool parser holds the text back and sends the call whole
+    assert lines[0]["message"]["content"] == "" and TOOL_CALL_ID.match(call["id"])
+    assert call["function"] == {"index": 0, "name": "pod_status", "arguments": {"name": "api-1"}}
+
+
+@pytest.mark.parametrize(("tools", "finish"), [(True, "tool_calls"), (False, "stop")])
+def test_ollama_v1_stream_is_sse(ollama: str, tools: bool, finish: str) -> None:
+    # middleware/openai.go ChatWriter.writeResponse: a chunk per native line, the done chunk, usage, [DONE].
+    request = {"model": "llama3.2", "messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True}}
+    response = httpx.post(ollama + "/v1/chat/completions", json={**request, **({"tools": b.TOOLS} if tools else {})})
+    assert response.headers["content-type"] == "text/event-stream"
+    *chunks, usage, done = sse_data(response.text)
+    assert done == "[DONE]" and usage["choices"] == [] and usage["usage"]["total_tokens"] == 30
+    assert all(c["object"] == "chat.completion.chunk" and c["system_fingerprint"] == "fp_ollama" for c in chunks)
+    choices = [c["choices"][0] for c in chunks]
+    assert [c["finish_reason"] for c in choices] == [None] * (len(choices) - 1) + [finish]
+    assert all(c["delta"]["role"] == "assistant" for c in choices)
+    if tools:
+        [call] = choices[0]["delta"]["tool_calls"]
+        assert call["function"] == {"name": "pod_status", "arguments": '{"name":"api-1"}'}  # json.Marshal
+        assert call["index"] == 0 and TOOL_CALL_ID.match(call["id"])
+    else:
+        assert "".join(c["delta"]["content"] for c in choices) == "The pod api-1 is running."
 
 
 # ------------------------------------------------------------------------------------------------------- SGLang
@@ -180,6 +225,32 @@ def test_sglang_400s_use_the_flat_envelope(sglang: str, request_fields: dict[str
     status, body = post(sglang, "/v1/chat/completions", {"model": "qwen2.5-coder-0.5b", **request_fields})
     # entrypoints/openai/utils.py create_error_response: the envelope of bodies.SGLANG_EMPTY_TOOLS, another message.
     assert (status, body) == (400, {**b.SGLANG_EMPTY_TOOLS, "message": message})
+
+
+def test_sglang_stream_is_sse(sglang: str) -> None:
+    # serving_chat.py _generate_chat_stream: role chunk, content chunks (msgspec: reasoning_content always
+    # there), the finish chunk (matched_stop), the usage chunk with empty choices, [DONE].
+    request = {
+        "model": "qwen2.5-coder-0.5b",
+        "messages": MESSAGES,
+        "tools": b.TOOLS,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    response = httpx.post(sglang + "/v1/chat/completions", json=request, timeout=10)
+    assert response.headers["content-type"] == "text/event-stream"
+    first, *middle, finish, usage, done = sse_data(response.text)
+    assert done == "[DONE]" and usage["choices"] == [] and usage["usage"]["completion_tokens"] == 10
+    assert first["choices"][0]["delta"] == {"reasoning_content": None, "role": "assistant", "content": ""}
+    content = "".join(m["choices"][0]["delta"]["content"] for m in middle)
+    assert content.startswith("```json") and '"pod_status"' in content  # no parser: the call stays text
+    assert finish["choices"][0] == {
+        "index": 0,
+        "delta": {"reasoning_content": None},
+        "logprobs": None,
+        "finish_reason": "stop",
+        "matched_stop": 151645,
+    }
 
 
 def test_sglang_unparsed_call_is_plain_content(sglang: str) -> None:

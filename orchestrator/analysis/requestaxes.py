@@ -3,8 +3,10 @@ stack config honoured tool_choice / parallel_tool_calls. From stored records onl
 
 - **Stream pairs.** Two cells that differ only in `stream` (same stack config, model, mode, channel, sample,
   tool_choice, parallel_tool_calls) send the same first request with the same sampling seed. Per seed, the
-  first turn's outcome on each path; `divergence` = the share of paired seeds whose first outcomes differ,
-  with a seed-level bootstrap interval; the fidelity difference (stream − non-stream) with a paired
+  first turn's outcome on each path; `divergence` = the share of compared seeds (both first turns answered:
+  a timeout, a cut stream or a refusal on one side is counted apart, `n_failed_one_side`) whose first
+  outcomes differ, with a seed-level bootstrap interval; `n_same_first_answer` compares content and calls
+  (name and arguments: call ids are drawn per request); the fidelity difference (stream − non-stream) with a paired
   seed-level bootstrap interval. Under temperature 0 or a fixed sampling seed a divergence is the stack's
   doing (`stack_finding`), and the wide table marks the streamed cell (`divN/M`).
 - **Constraint compliance.** Per cell that asked something (tool_choice other than auto, or
@@ -14,6 +16,7 @@ stack config honoured tool_choice / parallel_tool_calls. From stored records onl
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -51,6 +54,19 @@ def _interval(values: list[float], settings: BootstrapSettings) -> tuple[float |
     array = np.asarray(values, dtype=float)
     low, high = bootstrap_mean_interval(array, settings)
     return float(array.mean()), low, high
+
+
+def _answered(turn: dict[str, Any]) -> bool:
+    """The stack answered the first turn (no refusal, no transport failure, no cut stream)."""
+    if turn["outcome"] == "rejected_request":
+        return False
+    return turn["outcome"] != "non_response" or not turn.get("error")
+
+
+def _answer_of(turn: dict[str, Any]) -> tuple[Any, ...]:
+    """What the model answered, without the ids a stack draws per request (they differ on every call)."""
+    calls = [(c.get("name"), json.dumps(c.get("arguments"), sort_keys=True)) for c in turn.get("calls") or []]
+    return (turn.get("raw_content") or None, calls)
 
 
 def _deterministic(cell: dict[str, Any]) -> bool:
@@ -96,11 +112,14 @@ def stream_pairs(
         plain, streamed = by_cell.get(pair[False], []), by_cell.get(pair[True], [])
         firsts_a, firsts_b = first_turns(plain), first_turns(streamed)
         seeds = sorted({s for _, s in firsts_a} & {s for _, s in firsts_b})
-        diverged, same_answer = [], 0
+        diverged, same_answer, failed = [], 0, 0
         for seed in seeds:
             a, b = firsts_a[(pair[False], seed)], firsts_b[(pair[True], seed)]
+            if not (_answered(a) and _answered(b)):  # a timeout or refusal is not a path's answer: apart
+                failed += 1
+                continue
             diverged.append(float(a["outcome"] != b["outcome"]))
-            same_answer += (a.get("raw_content"), a.get("calls")) == (b.get("raw_content"), b.get("calls"))
+            same_answer += _answer_of(a) == _answer_of(b)
         mean, low, high = _interval(diverged, settings)
         deterministic = _deterministic(cells[pair[True]])
         rows.append(
@@ -109,6 +128,8 @@ def stream_pairs(
                 "cell_id_plain": pair[False],
                 "cell_id_stream": pair[True],
                 "n_seeds_paired": len(seeds),
+                "n_seeds_compared": len(diverged),
+                "n_failed_one_side": failed,
                 "n_diverged": int(sum(diverged)),
                 "divergence": mean,
                 "divergence_lo": low,
@@ -166,4 +187,4 @@ def divergence_markers(pairs: pd.DataFrame) -> dict[str, str]:
     if pairs.empty:
         return {}
     found = pairs[pairs["stack_finding"]]
-    return {row.cell_id_stream: f" div{row.n_diverged}/{row.n_seeds_paired}" for row in found.itertuples()}
+    return {row.cell_id_stream: f" div{row.n_diverged}/{row.n_seeds_compared}" for row in found.itertuples()}

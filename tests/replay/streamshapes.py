@@ -197,7 +197,9 @@ class StreamReplay:
         server = ThreadingHTTPServer((LOOPBACK, 0), _handler_for(self))
         server.daemon_threads = True
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="stream-replay", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="stream-replay", daemon=True
+        )
         self._thread.start()
         return self.base_url
 
@@ -488,6 +490,7 @@ def llamacpp_legacy_error_field(
 VLLM_MODEL = "qwen2.5-coder-0.5b"
 VLLM_ID = "chatcmpl-9f1c2e7a4b3d5c60"  # "chatcmpl-" + random_uuid() (16 hex chars)
 VLLM_CALL_ID = "chatcmpl-tool-8e2d4c6b1a3f5e70"  # make_tool_call_id(): "chatcmpl-tool-" + 16 hex chars
+VLLM_FINGERPRINT = "vllm-0.32.0-2d664834"  # on the terminal chunk only (recorded)
 VLLM_SOURCE = "vllm/entrypoints/openai/chat_completion/serving.py:chat_completion_stream_generator"
 VLLM_HERMES = "vllm/tool_parsers/hermes_tool_parser.py:Hermes2ProToolParser.extract_tool_calls_streaming"
 
@@ -503,17 +506,21 @@ def _vllm_first() -> str:
     return _vllm_chunk(choice, prompt_token_ids=None, prompt_text=None)
 
 
-def _vllm_delta(delta: dict[str, Any], finish: str | None = None) -> str:
+def _vllm_delta(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
     choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
     if finish is not None:
         choice["stop_reason"] = None
     choice["token_ids"] = None
-    return _vllm_chunk(choice)
+    return _vllm_chunk(choice, **extra)
 
 
-def _vllm_usage(prompt: int = 20, completion: int = 10) -> str:
-    usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion}
-    return _vllm_chunk(None, usage=usage)
+def _vllm_finish(finish: str, usage: bool = False) -> list[str]:
+    """The terminal chunk (delta {} at EOS) with system_fingerprint, or, with stream_options.include_usage,
+    the terminal chunk without it and the usage chunk (empty choices, exclude_none) with it. Then [DONE]."""
+    if not usage:
+        return [_vllm_delta({}, finish, system_fingerprint=VLLM_FINGERPRINT), DONE]
+    totals = {"prompt_tokens": 35, "total_tokens": 45, "completion_tokens": 10}
+    return [_vllm_delta({}, finish), _vllm_chunk(None, usage=totals, system_fingerprint=VLLM_FINGERPRINT), DONE]
 
 
 def _vllm_name_delta(name: str, index: int = 0, call_id: str = VLLM_CALL_ID, **function: Any) -> dict[str, Any]:
@@ -531,21 +538,24 @@ def _vllm_tool_pieces(name: str, arguments: Iterable[str], finish: str | None = 
     pieces = [_vllm_first(), _vllm_delta(_vllm_name_delta(name))]
     pieces += [_vllm_delta(_vllm_args_delta(a)) for a in arguments]
     if finish is not None:
-        pieces += [_vllm_delta({}, finish), DONE]
+        pieces += _vllm_finish(finish)
     return pieces
 
 
 def vllm_text(pieces: Iterable[str] = ("Paris", " is", " sunny", " today", "."), usage: bool = False) -> Shape:
-    """vLLM 0.32, a plain text answer; the last token's delta carries finish_reason and stop_reason."""
-    out = [_vllm_first(), *(_vllm_delta({"content": p}) for p in pieces), _vllm_delta({"content": ""}, "stop")]
-    out += [_vllm_usage()] if usage else []
-    return _shape("vllm_text", "vllm", VLLM_SOURCE, [*out, DONE])
+    """vLLM 0.32, a plain text answer: the role chunk, content deltas, the EOS chunk (delta {}) with
+    finish_reason and stop_reason (recorded: tests/data/streams/vllm_text.json)."""
+    out = [_vllm_first(), *(_vllm_delta({"content": p}) for p in pieces), *_vllm_finish("stop", usage)]
+    return _shape("vllm_text", "vllm", VLLM_SOURCE, out)
 
 
-def vllm_tool_call(arguments: Iterable[str] = ('{"city": "', "Paris", '"}'), name: str = "get_weather") -> Shape:
+def vllm_tool_call(
+    arguments: Iterable[str] = ('{"', "city", '":', ' "', "Paris", '"}'), name: str = "get_weather"
+) -> Shape:
     """vLLM 0.32 with --tool-call-parser hermes: a name-only delta first (id, type, index), then argument
     fragments as the model wrote them (the parser re-parses current_text and sends the new suffix), then an
-    empty delta with finish_reason "tool_calls"."""
+    empty delta with finish_reason "tool_calls" (recorded with tool_choice "required":
+    tests/data/streams/vllm_tool_call_required.json)."""
     return _shape("vllm_tool_call", "vllm", VLLM_HERMES, _vllm_tool_pieces(name, arguments))
 
 
@@ -571,7 +581,7 @@ def vllm_arguments_null() -> Shape:
     explicit None, so the wire says `"arguments":null` (vllm/tool_parsers/hy_v4_tool_parser.py notes it; PR
     #55298; issue #9693 "arguments=None when stream option is enabled") -- and no argument delta after it."""
     pieces = [_vllm_first(), _vllm_delta(_vllm_name_delta("get_weather", arguments=None))]
-    pieces += [_vllm_delta({}, "tool_calls"), DONE]
+    pieces += _vllm_finish("tool_calls")
     return _shape("vllm_arguments_null", "vllm", VLLM_SOURCE, pieces)
 
 
@@ -597,7 +607,7 @@ def vllm_error_event(content: Iterable[str] = ("Paris", " is")) -> Shape:
 def vllm_cut_in_arguments() -> Shape:
     """vLLM 0.32 hermes call, the connection closed in the middle of the arguments (no finish chunk, no
     [DONE]): what a client sees when the server dies or a proxy drops the stream."""
-    pieces = _vllm_tool_pieces("get_weather", ('{"city": "', "Pa"), finish=None)
+    pieces = _vllm_tool_pieces("get_weather", ('{"', "city", '":', ' "', "Pa"), finish=None)
     return _shape("vllm_cut_in_arguments", "vllm", VLLM_HERMES, pieces, end="cut")
 
 
@@ -855,23 +865,16 @@ def fixture_names() -> list[str]:
     return sorted(path.stem for path in FIXTURES.glob("*.json"))
 
 
-def fixture_shape(name: str) -> Shape:
-    """A recorded fixture (tests/data/streams/<name>.json) as a Shape: one piece per event or line; a fixture
-    whose expected detail is transport:stream_truncated and whose body lacks the terminator is served cut."""
+def fixture_shape(name: str, end: str = "finish") -> Shape:
+    """A fixture (tests/data/streams/<name>.json) as a Shape: one piece per SSE event or NDJSON line, then `end`
+    (the body alone says whether the terminator came; pass end="cut" to also drop the connection)."""
     data = fixture(name)
-    truncated = (data.get("expected") or {}).get("detail") == "transport:stream_truncated"
-    end = "cut" if truncated and not _terminated(data["body"], data["api"]) else "finish"
-    return Shape(
-        name,
-        data["stack"],
-        data["api"],
-        data["source"],
-        from_body(data["body"], api=data["api"], end=end),
-        data["tools"],
-    )
+    body = from_body(data["body"], api=data["api"], end=end)
+    return Shape(name, data["stack"], data["api"], data["source"], body, data["tools"])
 
 
-def _terminated(body: str, api: str) -> bool:
+def terminated(body: str, api: str) -> bool:
+    """Whether a stream body holds its terminator: `data: [DONE]` (SSE) or a line with "done": true (NDJSON)."""
     if api == "ollama":
         return any(_done_line(line) for line in body.splitlines())
     return any(event.strip() == b"data: [DONE]" for event in split_events(body))

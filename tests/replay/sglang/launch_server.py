@@ -15,6 +15,12 @@ Replays shared/reference/stacks.md (SGLang), derived from SGLang's source:
   serving_chat.py OpenAIServingChat._validate_request: "Messages cannot be empty.", "Tools cannot be empty if
   tool choice is set to required.", "Tools cannot be empty if tool choice is set to a specific tool.",
   "Tool 'X' not found in tools list.".
+- "stream": true (tests/replay/STREAMS.md): SSE as serving_chat.py _generate_chat_stream writes it, after the
+  same validation (its 400s stay JSON): the role chunk, content chunks (sse_utils.py build_sse_content,
+  msgspec: the delta always carries reasoning_content, the choice logprobs/finish_reason/matched_stop), with a
+  parser the call as a name chunk then argument chunks (_process_tool_call_stream, pydantic: every null
+  written, "id" and "name" null after the first), the finish chunk ("tool_calls" when a call was streamed,
+  matched_stop the EOS id), a usage chunk when stream_options.include_usage, then `data: [DONE]`.
 tests/test_replay_honesty.py holds these bodies to tests/bodies.py and to the source.
 """
 
@@ -29,7 +35,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from common import JsonHandler, answer_arguments
+from common import JsonHandler, answer_arguments, text_pieces
 
 VERSION = "0.5.23"
 
@@ -42,6 +48,56 @@ FLUSHED = (
 
 def flat_error(message: str) -> dict:
     return {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}
+
+
+EOS_TOKEN = 151645  # Qwen2.5 <|im_end|>: matched_stop of a natural stop
+
+
+def stream_events(model: str, content: str | None, call: dict | None, include_usage: bool) -> list[str]:
+    """The SSE events of one streamed answer (content, or a parsed call), ending with [DONE]."""
+    rid, created = "5d0c1f9e8b7a46e3a2c1d0e9f8a7b6c5", int(time.time())
+    head = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
+
+    def event(value: dict) -> str:
+        return "data: " + json.dumps(value, separators=(",", ":"), ensure_ascii=False) + "\n\n"
+
+    def content_chunk(delta: dict, finish: str | None = None, matched_stop: int | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": matched_stop}
+        return event({**head, "choices": [choice]})
+
+    def tool_chunk(call_delta: dict) -> str:
+        delta = {"role": None, "content": None, "reasoning_content": None, "tool_calls": [call_delta]}
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None, "matched_stop": None}
+        return event({**head, "choices": [choice], "usage": None})
+
+    events = [content_chunk({"reasoning_content": None, "role": "assistant", "content": ""})]
+    if call is not None:
+        arguments = json.dumps(call["arguments"])
+        name = {
+            "id": "call_3f2e1d0c9b8a7f6e5d4c3b2a",
+            "index": 0,
+            "type": "function",
+            "function": {"name": call["name"], "arguments": ""},
+        }
+        events.append(tool_chunk(name))
+        for piece in (arguments[: len(arguments) // 2], arguments[len(arguments) // 2 :]):
+            events.append(
+                tool_chunk({"id": None, "index": 0, "type": "function", "function": {"name": None, "arguments": piece}})
+            )
+    else:
+        events += [content_chunk({"reasoning_content": None, "content": piece}) for piece in text_pieces(content or "")]
+    events.append(content_chunk({"reasoning_content": None}, "tool_calls" if call else "stop", EOS_TOKEN))
+    if include_usage:
+        usage = {
+            "prompt_tokens": 20,
+            "total_tokens": 30,
+            "completion_tokens": 10,
+            "prompt_tokens_details": None,
+            "reasoning_tokens": 0,
+            "completion_tokens_details": None,
+        }
+        events.append(event({**head, "choices": [], "usage": usage}))
+    return [*events, "data: [DONE]\n\n"]
 
 
 def make_handler(args: argparse.Namespace, ready_at: float) -> type[JsonHandler]:
@@ -114,6 +170,12 @@ def make_handler(args: argparse.Namespace, ready_at: float) -> type[JsonHandler]
                     finish = "tool_calls"
                 else:
                     message["content"] = "```json\n" + json.dumps(call) + "\n```"
+            if body.get("stream") is True:
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                parsed = call if finish == "tool_calls" else None
+                events = stream_events(body.get("model") or served, message["content"], parsed, include_usage)
+                self.send_stream(200, "text/event-stream", events)
+                return
             self.send_json(
                 200,
                 {

@@ -1,0 +1,59 @@
+"""The report's request-semantics tables on hand-built records, figures computed by hand."""
+
+from __future__ import annotations
+
+from orchestrator.analysis.requestaxes import constraint_table, divergence_markers, stream_pairs
+from orchestrator.core.stats import BootstrapSettings
+
+SETTINGS = BootstrapSettings(resamples=2000, rng_seed=1)
+BASE = {"stack_label": "s", "model": "m", "tools_mode": "native", "decoding": {"temperature": 1.0, "seed": 7}}
+
+
+def turn(cell: str, seed: str, outcome: str, turn_no: int = 0, **extra: object) -> dict:
+    return {"cell_id": cell, "seed": seed, "turn": turn_no, "attempt": 0, "outcome": outcome, "raw_content": "x",
+            "calls": [], **extra}
+
+
+def test_stream_pairs_divergence_failures_apart_and_paired_fidelity() -> None:
+    cells = {"p": {**BASE, "cell_id": "p", "stream": False}, "q": {**BASE, "cell_id": "q", "stream": True}}
+    by_cell = {
+        "p": [turn("p", "1", "valid_call"), turn("p", "2", "valid_call"), turn("p", "3", "valid_call"),
+              turn("p", "1", "valid_call", 1)],
+        "q": [turn("q", "1", "valid_call", calls=[]), turn("q", "2", "no_call_prose"),
+              turn("q", "3", "non_response", error={"type": "stream_stalled"})],
+    }
+    row = stream_pairs(cells, by_cell, SETTINGS).iloc[0]
+    assert (row.n_seeds_paired, row.n_seeds_compared, row.n_failed_one_side) == (3, 2, 1)
+    assert row.n_diverged == 1 and row.divergence == 0.5 and row.divergence_lo == 0.0 and row.divergence_hi == 1.0
+    # Fidelity per seed: plain 1, 1, 1; stream 1, 0, undefined (no eligible turn): paired seeds 1 and 2.
+    assert row.n_seeds_fidelity == 2 and row.delta == -0.5
+    assert row.stack_finding  # a fixed sampling seed, and the answered first turns differ
+    assert divergence_markers(stream_pairs(cells, by_cell, SETTINGS)) == {"q": " div1/2"}
+
+
+def test_an_unpaired_cell_gives_no_row_and_ids_do_not_make_answers_differ() -> None:
+    cells = {"p": {**BASE, "cell_id": "p", "stream": False}, "q": {**BASE, "cell_id": "q", "stream": True}}
+    call = {"name": "f", "arguments": {"a": 1}}
+    by_cell = {"p": [turn("p", "1", "valid_call", calls=[{**call, "id": "x1"}])],
+               "q": [turn("q", "1", "valid_call", calls=[{**call, "id": "y2"}])]}
+    row = stream_pairs(cells, by_cell, SETTINGS).iloc[0]
+    assert row.n_same_first_answer == 1 and row.n_diverged == 0 and not row.stack_finding
+    assert stream_pairs({"p": cells["p"]}, by_cell, SETTINGS).empty
+
+
+def test_constraint_compliance_per_seed_mean_and_pooled() -> None:
+    cells = {"r": {**BASE, "cell_id": "r", "tool_choice": "required"}, "a": {**BASE, "cell_id": "a"}}
+    by_cell = {"r": [
+        turn("r", "1", "valid_call", constraint_honoured=True),
+        turn("r", "1", "no_call_prose", 1, constraint_honoured=False, flags=["constraint:required_ignored"]),
+        turn("r", "2", "valid_call", constraint_honoured=True),
+        turn("r", "2", "valid_call", 1, constraint_honoured=True),
+        turn("r", "3", "rejected_request", constraint_honoured=None),
+    ]}
+    table = constraint_table(cells, by_cell, SETTINGS)
+    assert list(table.cell_id) == ["r"]  # the auto cell asked nothing
+    row = table.iloc[0]
+    assert (row.n_turns_judged, row.n_seeds_judged) == (4, 2)
+    assert row.honoured == 0.75 and row.honoured_pooled == 0.75  # seeds 1/2 and 2/2
+    assert (row.honoured_lo, row.honoured_hi) == (0.5, 1.0)
+    assert row.breaches == "constraint:required_ignored:1"
