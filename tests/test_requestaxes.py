@@ -57,3 +57,22 @@ def test_constraint_compliance_per_seed_mean_and_pooled() -> None:
     assert row.honoured == 0.75 and row.honoured_pooled == 0.75  # seeds 1/2 and 2/2
     assert (row.honoured_lo, row.honoured_hi) == (0.5, 1.0)
     assert row.breaches == "constraint:required_ignored:1"
+
+
+def test_a_seed_whose_cache_was_not_cleared_is_not_compared_even_on_its_retried_attempt() -> None:
+    """As recorded in the stream-cpu example (llama.cpp, ops-03): the slot erase timed out, the first attempt
+    timed out too, the retry answered differently from the plain path on a cache an earlier seed left."""
+    cells = {"p": {**BASE, "cell_id": "p", "stream": False}, "q": {**BASE, "cell_id": "q", "stream": True}}
+    by_cell = {
+        "p": [turn("p", "1", "valid_call"), turn("p", "2", "valid_call")],
+        "q": [turn("q", "1", "valid_call"),
+              turn("q", "2", "non_response", error={"type": "timeout"}, flags=["cache:not_cleared"]),
+              {**turn("q", "2", "unparseable_text", raw_content="other"), "attempt": 1}],
+    }
+    row = stream_pairs(cells, by_cell, SETTINGS).iloc[0]
+    assert (row.n_seeds_paired, row.n_seeds_compared, row.n_cache_not_cleared, row.n_failed_one_side) == (2, 1, 1, 0)
+    assert row.n_diverged == 0 and not row.stack_finding
+    # Without the flag the retried attempt is the seed's first answer, and it diverges.
+    by_cell["q"][1] = turn("q", "2", "non_response", error={"type": "timeout"})
+    row = stream_pairs(cells, by_cell, SETTINGS).iloc[0]
+    assert (row.n_seeds_compared, row.n_diverged, row.n_cache_not_cleared) == (2, 1, 0)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from orchestrator.analysis.requestaxes import first_turns as counted_first_turns
 from orchestrator.core.stats import DEFAULT_BOOTSTRAP, BootstrapSettings, bootstrap_mean_interval
 from orchestrator.core.types import INELIGIBLE_OUTCOMES
 from orchestrator.runner.store import RunStore, counted_turns
@@ -116,15 +117,7 @@ def score_turn(turn: Mapping[str, Any], expected: list[ParallelCall]) -> dict[st
 def first_turns(turns: Iterable[Mapping[str, Any]], suite: str = PARALLEL_SUITE) -> dict[tuple[str, str], dict]:
     """Per (cell, seed) of `suite`: the counted turn 0 in its final attempt (the latest seed run, then attempt).
     Counted over all the suite's turns: a seed run whose server died says so on its last turn, not on turn 0."""
-    chosen: dict[tuple[str, str], dict[str, Any]] = {}
-    counted = counted_turns([dict(turn) for turn in turns if turn.get("suite") == suite])
-    for turn in (turn for turn in counted if turn.get("turn") == 0):
-        key = (turn["cell_id"], turn["seed"])
-        rank = (int(turn.get("seed_attempt") or 0), int(turn.get("attempt") or 0))
-        held = chosen.get(key)
-        if held is None or rank >= (int(held.get("seed_attempt") or 0), int(held.get("attempt") or 0)):
-            chosen[key] = turn
-    return chosen
+    return counted_first_turns(counted_turns([dict(turn) for turn in turns if turn.get("suite") == suite]))
 
 
 def parallel_seed_scores(turns: Iterable[Mapping[str, Any]], suite: Suite) -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@ stack config honoured tool_choice / parallel_tool_calls. From stored records onl
 - **Stream pairs.** Two cells that differ only in `stream` (same stack config, model, mode, channel, sample,
   tool_choice, parallel_tool_calls) send the same first request with the same sampling seed. Per seed, the
   first turn's outcome on each path; `divergence` = the share of compared seeds (both first turns answered:
-  a timeout, a cut stream or a refusal on one side is counted apart, `n_failed_one_side`) whose first
+  a timeout, a cut stream or a refusal on one side is counted apart, `n_failed_one_side`, and so is a seed
+  whose start could not clear the server's prompt cache on either side, `n_cache_not_cleared`) whose first
   outcomes differ, with a seed-level bootstrap interval; `n_same_first_answer` compares content and calls
   (name and arguments: call ids are drawn per request); the fidelity difference (stream − non-stream) with a paired
   seed-level bootstrap interval. Under temperature 0 or a fixed sampling seed a divergence is the stack's
@@ -25,6 +26,7 @@ import pandas as pd
 
 from orchestrator.analysis.diffstats import paired_bootstrap
 from orchestrator.core.constraints import CONSTRAINT_FLAGS
+from orchestrator.core.replyfacts import CACHE_NOT_CLEARED_FLAG
 from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, per_seed_fidelity
 
 PAIR_FIELDS = ("stack_label", "model", "tools_mode", "channel", "sample", "without", "tool_choice",
@@ -36,16 +38,30 @@ def _pair_key(cell: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(cell.get(field, defaults.get(field)) for field in PAIR_FIELDS)
 
 
+def _rank(turn: dict[str, Any]) -> tuple[int, int]:
+    return int(turn.get("seed_attempt") or 0), int(turn.get("attempt") or 0)
+
+
 def first_turns(counted: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(cell_id, seed) -> the final attempt of its first turn (counted records only)."""
+    """(cell_id, seed) -> the counted turn 0 of its final attempt (the latest seed run, then attempt)."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for turn in counted:
         if turn.get("turn") != 0:
             continue
         key = (turn["cell_id"], str(turn["seed"]))
-        if key not in found or turn.get("attempt", 0) >= found[key].get("attempt", 0):
+        if key not in found or _rank(turn) >= _rank(found[key]):
             found[key] = turn
     return found
+
+
+def uncleared_seeds(counted: list[dict[str, Any]]) -> set[tuple[str, str, int]]:
+    """(cell_id, seed, seed_attempt) whose start could not clear the server's prompt cache: the flag sits on the
+    seed run's first record only, but every attempt of that run computed on whatever cache an earlier seed left."""
+    return {
+        (turn["cell_id"], str(turn["seed"]), _rank(turn)[0])
+        for turn in counted
+        if CACHE_NOT_CLEARED_FLAG in (turn.get("flags") or [])
+    }
 
 
 def _interval(values: list[float], settings: BootstrapSettings) -> tuple[float | None, float | None, float | None]:
@@ -66,7 +82,7 @@ def _answered(turn: dict[str, Any]) -> bool:
 def _answer_of(turn: dict[str, Any]) -> tuple[Any, ...]:
     """What the model answered, without the ids a stack draws per request (they differ on every call)."""
     calls = [(c.get("name"), json.dumps(c.get("arguments"), sort_keys=True)) for c in turn.get("calls") or []]
-    return (turn.get("raw_content") or None, calls)
+    return (turn.get("raw_content") or "none", calls)
 
 
 def _deterministic(cell: dict[str, Any]) -> bool:
@@ -112,11 +128,15 @@ def stream_pairs(
         plain, streamed = by_cell.get(pair[False], []), by_cell.get(pair[True], [])
         firsts_a, firsts_b = first_turns(plain), first_turns(streamed)
         seeds = sorted({s for _, s in firsts_a} & {s for _, s in firsts_b})
-        diverged, same_answer, failed = [], 0, 0
+        uncleared = uncleared_seeds(plain) | uncleared_seeds(streamed)
+        diverged, same_answer, failed, uncontrolled = [], 0, 0, 0
         for seed in seeds:
             a, b = firsts_a[(pair[False], seed)], firsts_b[(pair[True], seed)]
             if not (_answered(a) and _answered(b)):  # a timeout or refusal is not a path's answer: apart
                 failed += 1
+                continue
+            if any((t["cell_id"], seed, _rank(t)[0]) in uncleared for t in (a, b)):
+                uncontrolled += 1  # an earlier seed's cache changes the numerics: not the same request any more
                 continue
             diverged.append(float(a["outcome"] != b["outcome"]))
             same_answer += _answer_of(a) == _answer_of(b)
@@ -130,6 +150,7 @@ def stream_pairs(
                 "n_seeds_paired": len(seeds),
                 "n_seeds_compared": len(diverged),
                 "n_failed_one_side": failed,
+                "n_cache_not_cleared": uncontrolled,
                 "n_diverged": int(sum(diverged)),
                 "divergence": mean,
                 "divergence_lo": low,
@@ -166,7 +187,7 @@ def _compliance_row(cell: dict[str, Any], turns: list[dict[str, Any]], settings:
         "honoured_lo": low,
         "honoured_hi": high,
         "honoured_pooled": (sum(bool(t["constraint_honoured"]) for t in judged) / len(judged)) if judged else None,
-        "breaches": " ".join(f"{name}:{n}" for name, n in sorted(breaches.items())) or None,
+        "breaches": " ".join(f"{name}:{n}" for name, n in sorted(breaches.items())) or "",
     }
 
 
