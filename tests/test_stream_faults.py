@@ -1,4 +1,4 @@
-"""Streams that go wrong on the wire, over real HTTP (tests/replay/streamshapes.py on loopback): a stream that
+"""Streams that go wrong on the wire, over real HTTP (tests/replay/streamshapes/ on loopback): a stream that
 stalls with its socket open, one cut in the middle of the arguments, one whose first byte never comes. Each
 ends as one recorded outcome within its recorded limit; nothing hangs, nothing raises."""
 

@@ -1,4 +1,4 @@
-"""The scripted stream replay (tests/replay/streamshapes.py) over real HTTP with httpx: what arrives is the
+"""The scripted stream replay (tests/replay/streamshapes/) over real HTTP with httpx: what arrives is the
 script, byte for byte; "cut" ends the body without its terminator (httpx raises on a chunked body cut short);
 "hang" keeps the socket open until the client's read timeout; a JSON error comes before any stream.
 Only the replay is checked here; what the shapes mean is tests/data/streams and the stream classifier's."""
