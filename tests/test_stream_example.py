@@ -5,7 +5,6 @@ live run recorded, and its side files hold every streamed attempt once."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
