@@ -16,6 +16,7 @@ import yaml
 
 from orchestrator.analysis.parallel import (
     CHECKS,
+    indexes_distinct,
     parallel_scores,
     parallel_seed_scores,
     score_turn,
@@ -240,18 +241,20 @@ def test_score_turn(turn: dict[str, Any], expected: list[ParallelCall], want: di
 
 
 @pytest.mark.parametrize(
-    ("stream", "facts", "want"),
+    ("stream", "facts", "flags", "want"),
     [
-        (True, {"call_indexes": [0, 1]}, True),
-        (True, {"call_indexes": [0, 0]}, False),  # two calls under one index: a client merges them
-        (True, {"call_indexes": [0]}, False),  # fewer indexes than calls
-        (True, {"call_indexes": [1, 0, 2]}, False),
-        (True, None, None),  # a stream whose facts were not kept: unknown
-        (False, {"call_indexes": [0, 0]}, None),  # not streamed: no index to check
+        (True, {"call_indexes": [0, 1]}, [], True),
+        (True, {"call_indexes": [0, 1]}, ["stream:index_collision"], False),  # two ids under one index
+        (True, {"call_indexes": [0]}, [], False),  # fewer indexes than calls
+        (True, {"call_indexes": [1, 0, 2]}, [], False),
+        (True, None, [], None),  # a stream whose facts were not kept: unknown
+        (False, {"call_indexes": [0, 1]}, ["stream:index_collision"], None),  # not streamed: no index to check
     ],
 )
-def test_indexes_distinct_only_for_streamed_turns(stream: bool, facts: dict | None, want: bool | None) -> None:
-    turn = first([wx("Paris"), wx("Oslo")], stream=stream, stream_facts=facts)
+def test_indexes_distinct_only_for_streamed_turns(
+    stream: bool, facts: dict | None, flags: list[str], want: bool | None
+) -> None:
+    turn = first([wx("Paris"), wx("Oslo")], stream=stream, stream_facts=facts, flags=flags)
     scored = score_turn(turn, PARIS_OSLO)
     assert scored["indexes_distinct"] is want
     assert scored["all_ok"] is (want is not False)
@@ -328,7 +331,9 @@ def cell_records() -> list[dict[str, Any]]:
     return [
         record("s0", GOOD, **STREAMED),  # all pass
         record("s0", [], turn=1, outcome="no_call_prose"),  # a later turn: not scored
-        record("s1", [wx("Paris", "x"), wx("Oslo", "x")], stream=True, stream_facts={"call_indexes": [0, 0]}),
+        # two calls streamed under one index: the assembler concatenates them into one unparsable call
+        record("s1", [], outcome="unparseable_text", stream=True, flags=["stream:index_collision"],
+               stream_facts={"call_indexes": [0], "call_ids": [["x", "y"]]}),
         record("s2", [wx("Paris, Oslo")]),  # merged: count and leakage fail
         record("s3", [wx("Paris", None), wx("Oslo", None)], parse_path="harness"),  # ids N/A, all pass
         record("s4", [], outcome="rejected_request"),  # unscored
@@ -359,13 +364,13 @@ def test_cell_rates_match_hand_counts() -> None:
     assert (c1["n_seeds"], c1["n_unscored"]) == (6, 1)  # s0 s1 s2 s3 s5 s6 scored; s4 refused; s7 never counted
     # per seed (s0, s1, s2, s3, s5, s6); None = the check does not apply
     hand = {
-        "count_ok": [1, 1, 0, 1, 1, 0],  # 4/6
-        "ids_distinct": [1, 0, 1, None, 1, 1],  # 4/5
+        "count_ok": [1, 0, 0, 1, 1, 0],  # 3/6
+        "ids_distinct": [1, None, 1, None, 1, 1],  # 4/4
         "indexes_distinct": [1, 0, None, None, None, None],  # 1/2
-        "no_leakage": [1, 1, 0, 1, 1, 0],  # 4/6
+        "no_leakage": [1, 0, 0, 1, 1, 0],  # 3/6
         "all_ok": [1, 0, 0, 1, 1, 0],  # 3/6
     }
-    expected_rates = {"count_ok": 4 / 6, "ids_distinct": 4 / 5, "indexes_distinct": 1 / 2, "no_leakage": 4 / 6}
+    expected_rates = {"count_ok": 3 / 6, "ids_distinct": 4 / 4, "indexes_distinct": 1 / 2, "no_leakage": 3 / 6}
     expected_rates["all_ok"] = 3 / 6
     for check, values in hand.items():
         applied = [v for v in values if v is not None]
@@ -373,7 +378,8 @@ def test_cell_rates_match_hand_counts() -> None:
         assert c1[f"{check}_n"] == len(applied), check
         low, high = bootstrap_mean_interval(np.asarray(applied, dtype=float), settings)
         assert (c1[f"{check}_low"], c1[f"{check}_high"]) == pytest.approx((low, high)), check
-        assert 0 <= c1[f"{check}_low"] < c1[f"{check}_rate"] < c1[f"{check}_high"] <= 1, check
+        if 0 < expected_rates[check] < 1:  # mixed values: the interval has width
+            assert 0 <= c1[f"{check}_low"] < c1[f"{check}_rate"] < c1[f"{check}_high"] <= 1, check
     c2 = scores.set_index("cell_id").loc["c2"]
     assert (c2["n_seeds"], c2["n_unscored"]) == (0, 2)
     assert all(c2[f"{check}_n"] == 0 and np.isnan(c2[f"{check}_rate"]) for check in CHECKS)
@@ -416,3 +422,20 @@ def test_write_parallel_report_writes_nothing_without_parallel_turns(tmp_path: P
     turns = [{**record("ops-00", []), "suite": "ops"}]
     assert write_parallel_report(store, copy.deepcopy(turns), store.dir / "report") == []
     assert not (store.dir / "report").exists()
+
+
+def test_a_recorded_index_collision_scores_indexes_distinct_false_end_to_end() -> None:
+    """Ollama's /v1 stream with two calls at index 0 (tests/data/streams/ollama_v1_index_collision.json)."""
+    from orchestrator.core.labelling import StreamInput, label_turn
+    from orchestrator.serving.registry import load_stack
+    from orchestrator.serving.streaming import parse_stream_text
+    from tests.replay import streamshapes
+
+    data = streamshapes.fixture("ollama_v1_index_collision")
+    spec = load_stack(data["stack"])
+    stream = StreamInput(parse_stream_text(data["body"], data["api"]), data["api"], None)
+    verdict = label_turn(**spec.signatures(), mode="native", tools=data["tools"], http_status=200, stream=stream)
+    turn = {"stream": True, "flags": verdict.flags, "stream_facts": verdict.stream_facts,
+            "calls": [call.model_dump() for call in verdict.calls], "parse_path": verdict.parse_path}
+    assert indexes_distinct(turn, turn["calls"]) is False
+    assert len(verdict.stream_facts["call_ids"][0]) == 2  # both ids kept as evidence

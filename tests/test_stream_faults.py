@@ -123,3 +123,33 @@ def test_the_reader_hands_back_control_while_the_socket_stays_open() -> None:
         assert time.monotonic() - started < 5
     assert exchange.stream is not None and exchange.stream.cut == "stalled"
     assert exchange.http_status == 200 and exchange.transport_error is None
+
+
+def test_a_whole_stream_whose_socket_then_hangs_is_whole_not_stalled() -> None:
+    records: list[TurnRecord] = []
+    with shapes.StreamReplay(shapes.vllm_text().ending("hang")) as url:  # [DONE], then the socket stays open
+        started = time.monotonic()
+        run_seed(context(url), records.append)
+        took = time.monotonic() - started
+    assert took < GAP_S + 3, f"took {took:.1f}s"
+    assert [(r.outcome, r.detail) for r in records] == [(Outcome.NO_CALL_PROSE, "prose:no_call")]
+    assert records[0].stream_facts["terminated"] and records[0].stream_facts["cut"] is None
+
+
+def test_a_stream_that_keeps_trickling_is_cut_at_the_request_deadline() -> None:
+    records: list[TurnRecord] = []
+    events = [e.decode() for e in shapes.split_events(shapes.vllm_text().body)]
+    trickle = [shapes.Piece(events[0].encode())] + [
+        shapes.Piece(piece.encode(), delay_s=0.4) for piece in [events[1]] * 20  # each gap 0.4 s < the 1 s limit
+    ]
+    timeouts = StreamTimeouts(first_byte_s=3 * GAP_S, gap_s=GAP_S, total_s=2.5)
+    with shapes.StreamReplay(shapes.script(trickle, end="hang")) as url:
+        started = time.monotonic()
+        run_seed(context(url, stream_timeouts=timeouts), records.append)
+        took = time.monotonic() - started
+    assert took < 2.5 + 2, f"took {took:.1f}s"
+    assert [(r.outcome, r.detail, r.attempt) for r in records] == [
+        (Outcome.NON_RESPONSE, "transport:stream_deadline", 0)
+    ]
+    facts = records[0].stream_facts
+    assert facts["cut"] == "deadline" and facts["max_gap_s"] < GAP_S and facts["duration_s"] >= 2.5

@@ -176,13 +176,39 @@ def test_ollama_ndjson_until_done() -> None:
 
 
 @pytest.mark.parametrize(
-    "body",
-    ["", "garbage \x00 {{{", "data: {not json\n\n", "data: [1, 2]\n\ndata: [DONE]\n\n", "event: error\n\n",
-     "data: " + "[" * 5000 + "\n\ndata: [DONE]\n\n", "data: {\"choices\": [{\"delta\": {\"tool_calls\": [7]}}]}\n\n"],
+    ("body", "detail", "flag"),
+    [
+        ("", "transport:stream_truncated", None),  # no terminator: the stream did not end as streams end
+        ("garbage \x00 {{{", "transport:stream_truncated", None),
+        ("data: {not json\n\n", "transport:stream_truncated", "stream:bad_event"),
+        ("data: [1, 2]\n\ndata: [DONE]\n\n", "empty:no_content", "stream:bad_event"),
+        ("event: error\n\n", "stream:error_event", "stream:error_event"),  # a named error event, no data
+        ("data: " + "[" * 5000 + "\n\ndata: [DONE]\n\n", "empty:no_content", "stream:bad_event"),
+        ('data: {"choices": [{"delta": {"tool_calls": [7]}}]}\n\n', "transport:stream_truncated", "stream:bad_event"),
+        ('data: {"choices":[{"text":"Hi"}]}\n\n', "transport:stream_truncated", None),  # a completion chunk, cut
+    ],
 )
-def test_malformed_streams_get_one_outcome(body: str) -> None:
+def test_malformed_streams_get_one_outcome(body: str, detail: str, flag: str | None) -> None:
     verdict = label(body)
-    assert verdict.outcome in set(Outcome)
+    assert (verdict.outcome, verdict.detail) == (Outcome.NON_RESPONSE, detail)
+    assert flag is None or flag in verdict.flags
+
+
+def test_an_error_field_that_is_null_is_no_error() -> None:
+    chunk = {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": "stop"}], "error": None}
+    verdict = label("data: " + json.dumps(chunk) + "\n\ndata: [DONE]\n\n")
+    assert (verdict.outcome, verdict.raw_content) == (Outcome.NO_CALL_PROSE, "Hi")
+    line = {"message": {"role": "assistant", "content": "Hi"}, "done": True, "error": None}
+    assert label(json.dumps(line) + "\n", stack="ollama").outcome is Outcome.NO_CALL_PROSE
+
+
+def test_a_refusal_after_model_output_is_a_cut_answer_not_a_refusal() -> None:
+    early = label('event: error\ndata: {"error": {"code": 400, "message": "bad tool_choice"}}\n\n')
+    assert early.outcome is Outcome.REJECTED_REQUEST
+    late = label(sse(delta(content="Par"), delta(content="is"), done=False)
+                 + 'event: error\ndata: {"error": {"code": 400, "message": "context exceeded"}}\n\n')
+    assert (late.outcome, late.detail, late.retryable) == (Outcome.NON_RESPONSE, "stream:error_event", False)
+    assert late.raw_content == "Paris"
 
 
 def _fixture(path: Path) -> dict[str, Any]:

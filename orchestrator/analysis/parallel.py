@@ -20,7 +20,6 @@ the seeds the check applies to, with the project's seed-level bootstrap interval
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -31,6 +30,7 @@ import pandas as pd
 
 from orchestrator.analysis.requestaxes import first_turns as counted_first_turns
 from orchestrator.core.stats import DEFAULT_BOOTSTRAP, BootstrapSettings, bootstrap_mean_interval
+from orchestrator.core.streams import INDEX_COLLISION_FLAG
 from orchestrator.core.types import INELIGIBLE_OUTCOMES
 from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.runner.tasks import ParallelCall, Suite, load_suite
@@ -81,10 +81,16 @@ def ids_distinct(turn: Mapping[str, Any], calls: list[Mapping[str, Any]]) -> boo
 
 
 def indexes_distinct(turn: Mapping[str, Any], calls: list[Mapping[str, Any]]) -> bool | None:
-    indexes = (turn.get("stream_facts") or {}).get("call_indexes")
-    if not turn.get("stream") or not isinstance(indexes, list) or not calls:
+    """Streamed turns only: each call under its own stream index. Two ids under one index (the stream merged
+    two calls, `stream:index_collision`) is False even where the merge left no parsable call."""
+    if not turn.get("stream"):
         return None
-    return len(indexes) == len(calls) and len({json.dumps(i) for i in indexes}) == len(indexes)
+    if INDEX_COLLISION_FLAG in (turn.get("flags") or []):
+        return False
+    indexes = (turn.get("stream_facts") or {}).get("call_indexes")
+    if not isinstance(indexes, list) or not calls:
+        return None
+    return len(indexes) == len(calls)
 
 
 def no_leakage(expected: list[ParallelCall], calls: list[Mapping[str, Any]]) -> bool:

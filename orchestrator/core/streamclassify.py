@@ -4,7 +4,8 @@ The events are assembled (core/streams.py) into the body the stack would have se
 that body goes through `classify`. Before it, what only a stream has:
 - an error event mid-stream is the stack's error reply, labelled as that reply would be (a parser failure
   quoting model output is the model's turn: `unparseable_text`; a refusal is `rejected_request`; any other is
-  `non_response` `stream:error_event`), never retried once model output had arrived;
+  `non_response` `stream:error_event`; a refusal after model output is that too), never retried once model
+  output had arrived;
 - a stream that ended without its terminator, was cut by the peer (`truncated`), went silent past its gap
   timeout (`stalled`) or ran past the request's deadline (`deadline`) is `non_response`
   `transport:stream_truncated` / `transport:stream_stalled` / `transport:stream_deadline`; its partial
@@ -29,13 +30,16 @@ CUT_DETAILS: dict[str, str] = {
     "stalled": "transport:stream_stalled",
     "deadline": "transport:stream_deadline",
 }
-ERROR_EVENT_FLAG = "stream:error_event"
+ERROR_EVENT_FLAG = STREAM_ERROR_DETAIL  # the flag marks every error event; the detail only the non-responses
 
 
 def _partial(assembly: StreamAssembly) -> dict[str, Any]:
     """What the stream carried before it failed, kept on the verdict (never executed)."""
     choices = assembly.body.get("choices")
-    message = choices[0]["message"] if isinstance(choices, list) and choices else assembly.body.get("message", {})
+    if isinstance(choices, list) and choices:  # a chat chunk's message, or a raw completion's text
+        message = choices[0].get("message") or {"content": choices[0].get("text")}
+    else:
+        message = assembly.body.get("message") or {}
     return {"raw_content": message.get("content") or None, "raw_tool_calls": message.get("tool_calls") or None}
 
 
@@ -51,8 +55,10 @@ def _error_event(
     status = assembly.error_status or 500
     verdict = classify(refusals=refusals, http_status=status, body=assembly.error, **labelled)
     update: dict[str, Any] = {"flags": [*verdict.flags, ERROR_EVENT_FLAG]}
-    if verdict.outcome is Outcome.NON_RESPONSE:
-        update["detail"] = STREAM_ERROR_DETAIL
+    # A refusal is the stack's answer before any model work; once output arrived, it is an answer cut short.
+    refused_late = verdict.outcome is Outcome.REJECTED_REQUEST and assembly.output_seen
+    if verdict.outcome is Outcome.NON_RESPONSE or refused_late:
+        update.update(outcome=Outcome.NON_RESPONSE, detail=STREAM_ERROR_DETAIL)
     if assembly.output_seen:  # the model had produced output: this answer is final
         update["retryable"] = False
     if verdict.raw_content is None:
@@ -76,7 +82,7 @@ def classify_stream(
     labelled = {"mode": mode, "tools": tools, "parser_failures": parser_failures, "call_format": call_format}
     if assembly.error is not None:
         return _error_event(assembly, labelled, refusals)
-    if cut is not None or not assembly.terminated:
+    if not assembly.terminated:  # a terminator that arrived wins over a stall or deadline after it
         reason = cut or "truncated"
         base = classify(refusals=refusals, http_status=200, body=assembly.body, **labelled)
         verdict = Classification(

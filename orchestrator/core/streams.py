@@ -68,6 +68,7 @@ class _Call:
     name: str | None = None
     arguments: str = ""
     saw_arguments: bool = False
+    ids: list[str] = field(default_factory=list)  # every distinct id seen under this index (two: a collision)
 
 
 @dataclass
@@ -81,6 +82,7 @@ class StreamAssembly:
     output_seen: bool = False  # any content, reasoning or tool-call delta arrived: model output exists
     flags: list[str] = field(default_factory=list)
     call_indexes: list[int] = field(default_factory=list)  # one per assembled call, in index order
+    call_ids: list[list[str]] = field(default_factory=list)  # per assembled call, the ids its index carried
     first_output_s: float | None = None  # arrival of the first output-bearing event
     last_output_s: float | None = None
     n_events: int = 0  # data events / lines (comments not counted)
@@ -94,6 +96,7 @@ class StreamAssembly:
             "error_event": self.error is not None,
             "output_seen": self.output_seen,
             "call_indexes": list(self.call_indexes),
+            "call_ids": [list(ids) for ids in self.call_ids],
             "events": self.n_events,
             "output_events": self.n_output_events,
             "comments": self.n_comments,
@@ -142,6 +145,8 @@ class _Builder:
         call = self.calls.setdefault(index, _Call(index=index))
         call_id = delta.get("id")
         if isinstance(call_id, str) and call_id:
+            if call_id not in call.ids:
+                call.ids.append(call_id)
             if call.id is None:
                 call.id = call_id
             elif call.id != call_id:  # a second call under the same index: a client merges them
@@ -178,7 +183,16 @@ class _Builder:
                 function["index"] = index
             out.append({"id": call.id, "type": call.type or "function", "function": function})
             self.out.call_indexes.append(index)
+            self.out.call_ids.append(list(call.ids))
         return out
+
+
+def is_terminator(event: StreamEvent, api: StreamApi) -> bool:
+    """`data: [DONE]` (SSE) or a line with `"done": true` (Ollama NDJSON): the stack says the answer is whole."""
+    if api == "ollama":
+        ok, payload = _loads(event.data)
+        return ok and isinstance(payload, Mapping) and payload.get("done") is True
+    return event.kind == "event" and event.data.strip() == SSE_DONE
 
 
 def _loads(data: str) -> tuple[bool, Any]:
@@ -199,8 +213,9 @@ def _openai_event(builder: _Builder, event: StreamEvent) -> None:
         out.terminated = True
         return
     ok, payload = _loads(event.data)
-    if event.event == "error" or (ok and isinstance(payload, Mapping) and "error" in payload):
-        error = payload.get("error") if ok and isinstance(payload, Mapping) and "error" in payload else payload
+    carries_error = ok and isinstance(payload, Mapping) and payload.get("error") is not None  # "error": null is none
+    if event.event == "error" or carries_error:
+        error = payload.get("error") if carries_error else payload
         out.error = {"error": error if ok else event.data}
         out.error_status = _error_status(error)
         return
@@ -237,7 +252,7 @@ def _ollama_line(builder: _Builder, event: StreamEvent) -> None:
     if not ok or not isinstance(payload, Mapping):
         builder.flag(BAD_EVENT_FLAG)
         return
-    if "error" in payload:
+    if payload.get("error") is not None:
         out.error = {"error": payload["error"]}
         return
     message = payload.get("message")

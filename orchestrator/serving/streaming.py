@@ -13,6 +13,7 @@ A failure is returned as data, never raised.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import threading
@@ -25,11 +26,12 @@ import httpx
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # the library's grammar; iter_sse drops comments
 
 from orchestrator.core.streamclassify import StreamCut
-from orchestrator.core.streams import StreamApi, StreamEvent
+from orchestrator.core.streams import StreamApi, StreamEvent, is_terminator
 from orchestrator.core.types import TransportError
 
 STREAM_CONTENT_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl")
 THREAD_GRACE_S = 5.0  # the reader's own socket timeout beyond the caller's limits: it always ends by itself
+AFTER_TERMINATOR_S = 1.0  # how long to keep listening after [DONE] / done: true for events a stack sends late
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,16 @@ class _Reader(threading.Thread):
         self.out: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.stop = threading.Event()
         self.start_time = time.monotonic()
+        self.response: httpx.Response | None = None
+
+    def close(self) -> None:
+        """Stop reading and drop the connection now (an abandoned generation must not hold the server's slot
+        until the reader's own timeout)."""
+        self.stop.set()
+        response = self.response
+        if response is not None:
+            with contextlib.suppress(Exception):  # closing under the reader thread: the socket is gone either way
+                response.close()
 
     def clock(self) -> float:
         return time.monotonic() - self.start_time
@@ -114,6 +126,7 @@ class _Reader(threading.Thread):
         timeout = httpx.Timeout(self.limit, connect=min(self.limit, 30.0))
         try:
             with self.client.stream("POST", self.url, json=self.payload, timeout=timeout) as response:
+                self.response = response
                 content_type = response.headers.get("content-type", "").partition(";")[0].strip()
                 ndjson = self.api == "ollama" and content_type != "application/json"
                 streamed = 200 <= response.status_code < 300 and (content_type in STREAM_CONTENT_TYPES or ndjson)
@@ -172,14 +185,20 @@ def read_stream(
     result = StreamResult()
     capture: StreamCapture | None = None
     last_activity: float | None = None
+    terminated_at: float | None = None
     try:
         while True:
             now = reader.clock()
             limit = timeouts.first_byte_s if last_activity is None else last_activity + timeouts.gap_s
+            if terminated_at is not None:
+                limit = terminated_at + AFTER_TERMINATOR_S
             wait = min(limit, timeouts.total_s) - now
             try:
                 kind, value = reader.out.get(timeout=max(0.0, wait))
             except queue.Empty:
+                if terminated_at is not None and capture is not None:  # whole: the socket's later silence is not a cut
+                    capture.duration_s = terminated_at
+                    return result
                 return _ran_out(result, capture, reader.clock(), last_activity, timeouts)
             if kind == "reply":
                 status, raw, headers = value
@@ -198,12 +217,14 @@ def read_stream(
                 last_activity = now
                 if kind == "event" and capture is not None:
                     capture.events.append(value)
+                    if terminated_at is None and is_terminator(value, api):
+                        terminated_at = now
                     if on_event is not None:
                         on_event(value, len(capture.events))
                 continue
             return _ended(result, capture, kind, value, reader.clock())
     finally:
-        reader.stop.set()
+        reader.close()
 
 
 def _ran_out(
