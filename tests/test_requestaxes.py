@@ -72,7 +72,36 @@ def test_a_seed_whose_cache_was_not_cleared_is_not_compared_even_on_its_retried_
     row = stream_pairs(cells, by_cell, SETTINGS).iloc[0]
     assert (row.n_seeds_paired, row.n_seeds_compared, row.n_cache_not_cleared, row.n_failed_one_side) == (2, 1, 1, 0)
     assert row.n_diverged == 0 and not row.stack_finding
-    # Without the flag the retried attempt is the seed's first answer, and it diverges.
+    # Without the flag the retried attempt is the seed's first answer; sent with the retry's own sampling seed,
+    # it is not the plain path's request and is counted apart; under the same seed it is compared, and diverges.
     by_cell["q"][1] = turn("q", "2", "non_response", error={"type": "timeout"})
+    by_cell["q"][2]["sampling_seed"], by_cell["p"][1]["sampling_seed"] = 8, 7
     row = stream_pairs(cells, by_cell, SETTINGS).iloc[0]
-    assert (row.n_seeds_compared, row.n_diverged, row.n_cache_not_cleared) == (2, 1, 0)
+    assert (row.n_seeds_compared, row.n_other_sampling_seed, row.n_cache_not_cleared) == (1, 1, 0)
+    by_cell["q"][2]["sampling_seed"] = 7
+    row = stream_pairs(cells, by_cell, SETTINGS).iloc[0]
+    assert (row.n_seeds_compared, row.n_diverged, row.n_other_sampling_seed) == (2, 1, 0)
+
+
+def test_a_required_turn_cut_at_max_tokens_without_a_call_is_unjudged() -> None:
+    from orchestrator.core.constraints import RequestSemantics, check_constraints
+    from orchestrator.core.types import Classification, Outcome
+
+    required = RequestSemantics(tool_choice="required")
+    prose = Classification(outcome=Outcome.NO_CALL_PROSE, detail="prose:no_call", parse_path="server",
+                           finish_reason="stop")
+    cut = prose.model_copy(update={"finish_reason": "length"})
+    assert check_constraints(prose, required).constraint_honoured is False
+    judged = check_constraints(cut, required)
+    assert judged.constraint_honoured is None and judged.flags == ["constraint:unjudged_truncated"]
+    # parallel_tool_calls: false broken by two calls stays a breach even when the answer was cut
+    two = [{"function": {"name": "f"}}, {"function": {"name": "g"}}]
+    both = RequestSemantics(tool_choice="required", parallel_tool_calls=False)
+    many = cut.model_copy(update={"raw_tool_calls": two})
+    assert check_constraints(many, both).constraint_honoured is False
+    cells = {"r": {**BASE, "cell_id": "r", "tool_choice": "required"}}
+    rows = [turn("r", "1", "no_call_prose", constraint_honoured=None, flags=["constraint:unjudged_truncated"]),
+            turn("r", "2", "valid_call", constraint_honoured=True)]
+    row = constraint_table(cells, {"r": rows}, SETTINGS).iloc[0]
+    assert (row.n_turns_judged, row.n_turns_unjudged_truncated, row.honoured) == (1, 1, 1.0)
+    assert row.breaches == "constraint:unjudged_truncated:1"

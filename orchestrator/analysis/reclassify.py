@@ -22,6 +22,7 @@ from orchestrator.serving.stackspec import StackSpec
 RUNNER_FLAG_FAMILIES = frozenset({CACHE_NOT_CLEARED_FLAG.split(":")[0]})
 RUNNER_FLAGS = frozenset({PROMPT_TRUNCATED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG})
 HARNESS_ERRORS = frozenset({"template_error"})  # turns the harness could not send: no answer to recompute
+EVENTS_MISSING_FLAG = "stream:events_missing"  # a streamed turn whose side-file line is gone: kept as recorded
 
 def semantics_of(cell: dict[str, Any]) -> RequestSemantics | None:
     """The request semantics a cell's turns were sent under, from its recorded config (None: nothing asked)."""
@@ -32,12 +33,13 @@ def semantics_of(cell: dict[str, Any]) -> RequestSemantics | None:
 
 
 def stream_input(turn: dict[str, Any], streams: dict[tuple[Any, ...], dict[str, Any]]) -> StreamInput | None:
-    """A streamed turn's events from the run's side file (None: not streamed, or it never became a stream)."""
+    """A streamed turn's events from the run's side file (None: not streamed, never a stream, or its events
+    are missing from the side files)."""
     if not turn.get("stream_ref"):
         return None
     stored = streams.get(attempt_key(turn))
     if stored is None:
-        return StreamInput(events=[], api="openai", cut="truncated")  # the side file lost it: nothing to read
+        return None
     events = [StreamEvent.from_list(item) for item in stored.get("events") or []]
     api = "ollama" if stored.get("api") == "ollama" else "openai"
     cut = stored.get("cut") if stored.get("cut") in ("truncated", "stalled", "deadline") else None
@@ -63,6 +65,10 @@ def reclassify(
         if _attempt_key(turn) in retried or harness_error:  # a later attempt answered / nothing was sent
             out.append(turn)
             continue
+        stream = stream_input(turn, streams)
+        if turn.get("stream_ref") and stream is None:  # nothing to recompute from: the recorded verdict stands
+            out.append({**turn, "flags": [*(turn.get("flags") or []), EVENTS_MISSING_FLAG]})
+            continue
         cell = cells.get(turn["cell_id"], {})
         suite = turn.get("suite") or (cell.get("suites") or [None])[0]
         tools = (cell.get("tools") or {}).get(suite, [])
@@ -79,7 +85,7 @@ def reclassify(
             body=turn.get("raw_body"),
             transport_error=transport,
             call_format=cell.get("call_format") or AUTO_FORMAT,
-            stream=stream_input(turn, streams),
+            stream=stream,
             semantics=semantics_of(cell),
         )
         # Flags the runner added (not read from the answer) stay as recorded.

@@ -5,14 +5,16 @@ stack config honoured tool_choice / parallel_tool_calls. From stored records onl
   tool_choice, parallel_tool_calls) send the same first request with the same sampling seed. Per seed, the
   first turn's outcome on each path; `divergence` = the share of compared seeds (both first turns answered:
   a timeout, a cut stream or a refusal on one side is counted apart, `n_failed_one_side`, and so is a seed
-  whose start could not clear the server's prompt cache on either side, `n_cache_not_cleared`) whose first
+  whose start could not clear the server's prompt cache on either side, `n_cache_not_cleared`, or whose
+  answered attempts were sent with different sampling seeds, a retry's, `n_other_sampling_seed`) whose first
   outcomes differ, with a seed-level bootstrap interval; `n_same_first_answer` compares content and calls
   (name and arguments: call ids are drawn per request); the fidelity difference (stream − non-stream) with a paired
   seed-level bootstrap interval. Under temperature 0 or a fixed sampling seed a divergence is the stack's
   doing (`stack_finding`), and the wide table marks the streamed cell (`divN/M`).
 - **Constraint compliance.** Per cell that asked something (tool_choice other than auto, or
   parallel_tool_calls: false): per seed, the share of judged turns (answers, not refusals or failures) that
-  kept to it; the per-seed mean with a seed-level bootstrap interval, the pooled share, and the breaches.
+  kept to it; the per-seed mean with a seed-level bootstrap interval, the pooled share, and the breaches
+  (with the turns cut at max_tokens before a call, which leave required/named unjudged).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.analysis.diffstats import paired_bootstrap
-from orchestrator.core.constraints import CONSTRAINT_FLAGS
+from orchestrator.core.constraints import CONSTRAINT_FLAGS, UNJUDGED_TRUNCATED
 from orchestrator.core.replyfacts import CACHE_NOT_CLEARED_FLAG
 from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, per_seed_fidelity
 
@@ -129,7 +131,7 @@ def stream_pairs(
         firsts_a, firsts_b = first_turns(plain), first_turns(streamed)
         seeds = sorted({s for _, s in firsts_a} & {s for _, s in firsts_b})
         uncleared = uncleared_seeds(plain) | uncleared_seeds(streamed)
-        diverged, same_answer, failed, uncontrolled = [], 0, 0, 0
+        diverged, same_answer, failed, uncontrolled, reseeded = [], 0, 0, 0, 0
         for seed in seeds:
             a, b = firsts_a[(pair[False], seed)], firsts_b[(pair[True], seed)]
             if not (_answered(a) and _answered(b)):  # a timeout or refusal is not a path's answer: apart
@@ -137,6 +139,9 @@ def stream_pairs(
                 continue
             if any((t["cell_id"], seed, _rank(t)[0]) in uncleared for t in (a, b)):
                 uncontrolled += 1  # an earlier seed's cache changes the numerics: not the same request any more
+                continue
+            if a.get("sampling_seed") != b.get("sampling_seed"):
+                reseeded += 1  # a retried attempt samples with another seed: not the same request either
                 continue
             diverged.append(float(a["outcome"] != b["outcome"]))
             same_answer += _answer_of(a) == _answer_of(b)
@@ -151,6 +156,7 @@ def stream_pairs(
                 "n_seeds_compared": len(diverged),
                 "n_failed_one_side": failed,
                 "n_cache_not_cleared": uncontrolled,
+                "n_other_sampling_seed": reseeded,
                 "n_diverged": int(sum(diverged)),
                 "divergence": mean,
                 "divergence_lo": low,
@@ -172,7 +178,8 @@ def _compliance_row(cell: dict[str, Any], turns: list[dict[str, Any]], settings:
         per_seed.setdefault(str(turn["seed"]), []).append(bool(turn["constraint_honoured"]))
     rates = [sum(v) / len(v) for v in per_seed.values()]
     mean, low, high = _interval(rates, settings)
-    breaches = Counter(f for t in judged for f in t.get("flags") or [] if f in CONSTRAINT_FLAGS)
+    breaches = Counter(f for t in turns for f in t.get("flags") or [] if f in CONSTRAINT_FLAGS)
+    unjudged = sum(UNJUDGED_TRUNCATED in (t.get("flags") or []) for t in turns)
     return {
         "cell_id": cell["cell_id"],
         "stack_label": cell.get("stack_label"),
@@ -183,6 +190,7 @@ def _compliance_row(cell: dict[str, Any], turns: list[dict[str, Any]], settings:
         "parallel_tool_calls": cell.get("parallel_tool_calls"),
         "n_turns_judged": len(judged),
         "n_seeds_judged": len(per_seed),
+        "n_turns_unjudged_truncated": unjudged,
         "honoured": mean,
         "honoured_lo": low,
         "honoured_hi": high,

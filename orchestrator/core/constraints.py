@@ -7,6 +7,8 @@ force a call and let the model write prose (or JSON in the content) did not hono
 - `required`: at least one call; `named`: every call names that tool and there is one; `none`: no call;
 - `parallel_tool_calls: false`: at most one call.
 A turn the stack refused or never answered says nothing about compliance (None); an empty 2xx answer does.
+An answer cut at `max_tokens` before any call reached `tool_calls` leaves `required` / `named` unjudged
+(None, flag `constraint:unjudged_truncated`): a stack that forces the call may only parse it at the end.
 The outcome stays what the answer is; a broken constraint is a flag (`constraint:required_ignored`, ...) and
 `constraint_honoured`. (Not the turn's `detail`: that stays the answer's own reason, which triage and
 `--reclassify` read; the flag is in the same family:reason form.)
@@ -27,7 +29,8 @@ REQUIRED_IGNORED = "constraint:required_ignored"
 NAMED_IGNORED = "constraint:named_ignored"
 NONE_IGNORED = "constraint:none_ignored"
 PARALLEL_IGNORED = "constraint:parallel_ignored"
-CONSTRAINT_FLAGS = frozenset({REQUIRED_IGNORED, NAMED_IGNORED, NONE_IGNORED, PARALLEL_IGNORED})
+UNJUDGED_TRUNCATED = "constraint:unjudged_truncated"  # cut at max_tokens with no call yet: a forced call may be late
+CONSTRAINT_FLAGS = frozenset({REQUIRED_IGNORED, NAMED_IGNORED, NONE_IGNORED, PARALLEL_IGNORED, UNJUDGED_TRUNCATED})
 
 
 class RequestSemantics(BaseModel):
@@ -97,5 +100,11 @@ def check_constraints(verdict: Classification, semantics: RequestSemantics | Non
     if semantics is None or not semantics.asks or not answered(verdict):
         return verdict
     broken = constraint_breaches(semantics, verdict.raw_tool_calls)
-    flags = [f for f in verdict.flags if f not in CONSTRAINT_FLAGS] + broken
-    return verdict.model_copy(update={"constraint_honoured": not broken, "flags": flags})
+    kept = [f for f in verdict.flags if f not in CONSTRAINT_FLAGS]
+    missing_call = {REQUIRED_IGNORED, NAMED_IGNORED} & set(broken) and not _stack_call_names(verdict.raw_tool_calls)
+    if missing_call and verdict.finish_reason == "length":  # the stack's parser may never have seen the call
+        others = [f for f in broken if f not in (REQUIRED_IGNORED, NAMED_IGNORED)]
+        return verdict.model_copy(
+            update={"constraint_honoured": False if others else None, "flags": [*kept, *others, UNJUDGED_TRUNCATED]}
+        )
+    return verdict.model_copy(update={"constraint_honoured": not broken, "flags": kept + broken})
