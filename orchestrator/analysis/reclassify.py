@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.core.classify import AUTO_FORMAT
-from orchestrator.core.constraints import RequestSemantics
+from orchestrator.core.constraints import request_semantics
 from orchestrator.core.labelling import StreamInput, label_turn
 from orchestrator.core.replyfacts import CACHE_NOT_CLEARED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG, PROMPT_TRUNCATED_FLAG
 from orchestrator.core.streams import StreamEvent
@@ -23,14 +23,6 @@ RUNNER_FLAG_FAMILIES = frozenset({CACHE_NOT_CLEARED_FLAG.split(":")[0]})
 RUNNER_FLAGS = frozenset({PROMPT_TRUNCATED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG})
 HARNESS_ERRORS = frozenset({"template_error"})  # turns the harness could not send: no answer to recompute
 EVENTS_MISSING_FLAG = "stream:events_missing"  # a streamed turn whose side-file line is gone: kept as recorded
-
-def semantics_of(cell: dict[str, Any]) -> RequestSemantics | None:
-    """The request semantics a cell's turns were sent under, from its recorded config (None: nothing asked)."""
-    choice, parallel = cell.get("tool_choice") or "auto", cell.get("parallel_tool_calls")
-    if choice == "auto" and parallel is None:
-        return None
-    return RequestSemantics(tool_choice=choice, named_tool=cell.get("named_tool"), parallel_tool_calls=parallel)
-
 
 def stream_input(turn: dict[str, Any], streams: dict[tuple[Any, ...], dict[str, Any]]) -> StreamInput | None:
     """A streamed turn's events from the run's side file (None: not streamed, never a stream, or its events
@@ -86,7 +78,7 @@ def reclassify(
             transport_error=transport,
             call_format=cell.get("call_format") or AUTO_FORMAT,
             stream=stream,
-            semantics=semantics_of(cell),
+            semantics=request_semantics(cell.get("tool_choice"), cell.get("parallel_tool_calls"), tools),
         )
         # Flags the runner added (not read from the answer) stay as recorded.
         kept = [

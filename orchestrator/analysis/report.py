@@ -13,7 +13,7 @@ import pandas as pd
 
 from orchestrator.analysis.parallel import write_parallel_report
 from orchestrator.analysis.reclassify import reclassify
-from orchestrator.analysis.requestaxes import constraint_table, divergence_markers, stream_pairs
+from orchestrator.analysis.requestaxes import constraint_table, divergence_markers, stream_pairs, stream_timing
 from orchestrator.core.classify import is_context_overflow
 from orchestrator.core.modes import mode_of
 from orchestrator.core.replyfacts import (
@@ -154,9 +154,12 @@ class RunTurns:
     counted: dict[str, list[dict[str, Any]]]  # the records that count (no superseded runs)
 
 
-def long_table(store: RunStore, *, do_reclassify: bool = False, run: RunTurns | None = None) -> pd.DataFrame:
+def long_table(
+    store: RunStore, *, do_reclassify: bool = False, run: RunTurns | None = None, pairs: pd.DataFrame | None = None
+) -> pd.DataFrame:
     run = run or load_run(store, do_reclassify=do_reclassify)
-    markers = divergence_markers(stream_pairs(run.cells, run.counted, run.settings))
+    pairs = stream_pairs(run.cells, run.counted, run.settings) if pairs is None else pairs
+    markers = divergence_markers(pairs)
     rows = []
     for cell_id, cell in sorted(run.cells.items(), key=lambda item: item[1].get("order", 0)):
         all_turns = run.by_cell.get(cell_id, [])
@@ -191,14 +194,10 @@ def request_counts(counted: list[dict[str, Any]]) -> dict[str, Any]:
     deadline), the median time to first token and tokens per second, and the share of judged turns that kept
     to tool_choice / parallel_tool_calls (None where nothing was asked)."""
     details = [t.get("detail") or "" for t in counted]
-    facts = [t.get("stream_facts") or {} for t in counted if t.get("stream")]
-    ttft = [f["ttft_s"] for f in facts if isinstance(f.get("ttft_s"), int | float)]
-    rate = [f["tokens_per_s"] for f in facts if isinstance(f.get("tokens_per_s"), int | float)]
     judged = [t["constraint_honoured"] for t in counted if t.get("constraint_honoured") is not None]
     return {
         "n_stream_cut": sum(d.startswith("transport:stream_") for d in details),
-        "ttft_median_s": float(pd.Series(ttft).median()) if ttft else None,
-        "tokens_per_s_median": float(pd.Series(rate).median()) if rate else None,
+        **stream_timing(counted),
         "n_constraint_judged": len(judged),
         "constraint_honoured": (sum(judged) / len(judged)) if judged else None,
     }
@@ -261,14 +260,14 @@ def paper_tables(long: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     run = load_run(store, do_reclassify=do_reclassify)
-    long = long_table(store, run=run)
+    pairs = stream_pairs(run.cells, run.counted, run.settings)  # bootstrapped once: the long table's markers too
+    long = long_table(store, run=run, pairs=pairs)
     wide = wide_table(long)
     out = store.dir / "report"
     out.mkdir(exist_ok=True)
     written = []
     tables: list[tuple[str, pd.DataFrame, bool]] = [("cells_long", long, False), ("cells_wide", wide, True)]
     # Request-semantics sections, written only where the run has them (a run without those axes has none).
-    pairs = stream_pairs(run.cells, run.counted, run.settings)
     compliance = constraint_table(run.cells, run.counted, run.settings)
     tables += [(name, frame, False) for name, frame in (("stream_pairs", pairs), ("constraints", compliance))
                if not frame.empty]

@@ -106,8 +106,9 @@ def _fidelity_delta(
     return {"n_seeds_fidelity": len(seeds), "delta": float(differences.mean()), "delta_lo": low, "delta_hi": high}
 
 
-def _stream_timing(turns: list[dict[str, Any]]) -> dict[str, Any]:
-    facts = [t.get("stream_facts") or {} for t in turns]
+def stream_timing(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median time to first token and tokens per second over the streamed turns."""
+    facts = [t.get("stream_facts") or {} for t in turns if t.get("stream")]
     ttft = [f["ttft_s"] for f in facts if isinstance(f.get("ttft_s"), int | float)]
     rate = [f["tokens_per_s"] for f in facts if isinstance(f.get("tokens_per_s"), int | float)]
     return {
@@ -165,7 +166,7 @@ def stream_pairs(
                 **_fidelity_delta(plain, streamed, settings),
                 "deterministic": deterministic,
                 "stack_finding": bool(deterministic and sum(diverged) > 0),
-                **_stream_timing(streamed),
+                **stream_timing(streamed),
             }
         )
     return pd.DataFrame(rows)

@@ -60,6 +60,18 @@ class RequestSemantics(BaseModel):
         return fields
 
 
+def request_semantics(
+    tool_choice: str | None, parallel_tool_calls: bool | None, tools: list[dict[str, Any]]
+) -> RequestSemantics | None:
+    """What a cell's requests ask beyond tools= for one suite (None: nothing); `named` names the suite's
+    first tool. The one rule the runner sends by and --reclassify judges by."""
+    choice = tool_choice or "auto"
+    if choice == "auto" and parallel_tool_calls is None:
+        return None
+    named = tools[0]["function"]["name"] if choice == "named" and tools else None
+    return RequestSemantics(tool_choice=choice, named_tool=named, parallel_tool_calls=parallel_tool_calls)  # type: ignore[arg-type]
+
+
 def _stack_call_names(raw_tool_calls: Any) -> list[str | None]:
     if not isinstance(raw_tool_calls, list):
         return []

@@ -3,6 +3,7 @@ what was sent. Built from the matrix cell, the server's handle and its probe."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -53,7 +54,7 @@ _NO_SEMANTICS = RequestSemantics()
 
 def _stream_timeouts(matrix: Matrix) -> dict[str, float]:
     timeouts = matrix.timeouts
-    return {"first_byte_s": timeouts.first_byte, "gap_s": timeouts.stream_gap_s, "total_s": timeouts.request_s}
+    return dataclasses.asdict(timeouts.stream_limits())
 
 
 def cell_config(

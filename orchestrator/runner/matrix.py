@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.core.cell import CellKey, slug
-from orchestrator.core.constraints import RequestSemantics, ToolChoice
+from orchestrator.core.constraints import RequestSemantics, ToolChoice, request_semantics
 from orchestrator.core.gateexpr import GateError, parse_gate
 from orchestrator.core.modes import mode_of
 from orchestrator.core.scoring import Channel
@@ -19,6 +19,7 @@ from orchestrator.runner.matrixentries import ModelEntry, StackEntry, TaskEntry
 from orchestrator.runner.tasks import load_suite
 from orchestrator.serving.chatapi import Decoding, SamplerNotSupported, sampler_fields
 from orchestrator.serving.registry import UnknownStackError, load_stack
+from orchestrator.serving.streaming import StreamTimeouts
 
 # Body fields a request is made of: `decoding.extra` may add fields, never replace these.
 RESERVED_BODY_FIELDS = frozenset(
@@ -54,6 +55,10 @@ class Timeouts(_Strict):
     @property
     def first_byte(self) -> float:
         return self.first_byte_s or self.request_s
+
+    def stream_limits(self) -> StreamTimeouts:
+        """The three limits a streamed request is read within (what a streamed cell records, and runs by)."""
+        return StreamTimeouts(first_byte_s=self.first_byte, gap_s=self.stream_gap_s, total_s=self.request_s)
 
 
 class Retries(_Strict):
@@ -257,14 +262,7 @@ class Cell(BaseModel):
 
     def semantics(self, tools: list[dict[str, Any]]) -> RequestSemantics | None:
         """What the cell's requests ask beyond tools= (None: nothing); `named` names the suite's first tool."""
-        if self.tool_choice == "auto" and self.parallel_tool_calls is None:
-            return None
-        named = tools[0]["function"]["name"] if self.tool_choice == "named" and tools else None
-        return RequestSemantics(
-            tool_choice=self.tool_choice,  # type: ignore[arg-type]
-            named_tool=named,
-            parallel_tool_calls=self.parallel_tool_calls,
-        )
+        return request_semantics(self.tool_choice, self.parallel_tool_calls, tools)
 
     @property
     def call_format(self) -> str:

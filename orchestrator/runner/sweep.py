@@ -379,7 +379,7 @@ class Sweep:
 
     def stream_timeouts(self) -> StreamTimeouts:
         timeouts = self.matrix.timeouts
-        return StreamTimeouts(first_byte_s=timeouts.first_byte, gap_s=timeouts.stream_gap_s, total_s=timeouts.request_s)
+        return timeouts.stream_limits()
 
     def map_seeds(self, one: Any, seeds: list[Seed]) -> list[Seed | None]:
         """Run `one` over the seeds; on Ctrl-C (or any error) queued seeds are cancelled at once and running
