@@ -27,9 +27,10 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.analysis.diffstats import paired_bootstrap
-from orchestrator.core.constraints import CONSTRAINT_FLAGS, UNJUDGED_TRUNCATED
+from orchestrator.core.constraints import CONSTRAINT_FLAGS, UNJUDGED_TRUNCATED, stack_answered
 from orchestrator.core.replyfacts import CACHE_NOT_CLEARED_FLAG
 from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, per_seed_fidelity
+from orchestrator.core.types import Outcome
 
 PAIR_FIELDS = ("stack_label", "model", "tools_mode", "channel", "sample", "without", "tool_choice",
                "parallel_tool_calls")
@@ -76,15 +77,13 @@ def _interval(values: list[float], settings: BootstrapSettings) -> tuple[float |
 
 def _answered(turn: dict[str, Any]) -> bool:
     """The stack answered the first turn (no refusal, no transport failure, no cut stream)."""
-    if turn["outcome"] == "rejected_request":
-        return False
-    return turn["outcome"] != "non_response" or not turn.get("error")
+    return stack_answered(Outcome(turn["outcome"]), turn.get("error"))
 
 
 def _answer_of(turn: dict[str, Any]) -> tuple[Any, ...]:
     """What the model answered, without the ids a stack draws per request (they differ on every call)."""
     calls = [(c.get("name"), json.dumps(c.get("arguments"), sort_keys=True)) for c in turn.get("calls") or []]
-    return (turn.get("raw_content") or "none", calls)
+    return (turn.get("raw_content") or None, calls)
 
 
 def _deterministic(cell: dict[str, Any]) -> bool:

@@ -98,12 +98,17 @@ def constraint_breaches(semantics: RequestSemantics, raw_tool_calls: Any) -> lis
     return broken
 
 
-def answered(verdict: Classification) -> bool:
-    """The stack gave an answer to judge: not a refusal, and not a failure without a message (an empty 2xx
-    message is an answer: a stack asked to force a call that sends nothing did not honour it)."""
-    if verdict.outcome is Outcome.REJECTED_REQUEST:
+def stack_answered(outcome: Outcome, error: Any) -> bool:
+    """The stack gave an answer: not a refusal, and not a failure without a message (an empty 2xx message is
+    an answer: a stack asked to force a call that sends nothing did not honour it)."""
+    if outcome is Outcome.REJECTED_REQUEST:
         return False
-    return verdict.outcome is not Outcome.NON_RESPONSE or verdict.error is None
+    return outcome is not Outcome.NON_RESPONSE or not error
+
+
+def answered(verdict: Classification) -> bool:
+    """A verdict the constraints can be judged on (see `stack_answered`)."""
+    return stack_answered(verdict.outcome, verdict.error)
 
 
 def check_constraints(verdict: Classification, semantics: RequestSemantics | None) -> Classification:

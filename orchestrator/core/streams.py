@@ -191,8 +191,12 @@ def is_terminator(event: StreamEvent, api: StreamApi) -> bool:
     """`data: [DONE]` (SSE) or a line with `"done": true` (Ollama NDJSON): the stack says the answer is whole."""
     if api == "ollama":
         ok, payload = _loads(event.data)
-        return ok and isinstance(payload, Mapping) and payload.get("done") is True
-    return event.kind == "event" and event.data.strip() == SSE_DONE
+        return ok and _ollama_done(payload)
+    return event.kind != "comment" and event.data.strip() == SSE_DONE
+
+
+def _ollama_done(payload: Any) -> bool:
+    return isinstance(payload, Mapping) and payload.get("done") is True
 
 
 def _loads(data: str) -> tuple[bool, Any]:
@@ -209,7 +213,7 @@ def _error_status(error: Any) -> int | None:
 
 def _openai_event(builder: _Builder, event: StreamEvent) -> None:
     out = builder.out
-    if event.data.strip() == SSE_DONE:
+    if is_terminator(event, "openai"):
         out.terminated = True
         return
     ok, payload = _loads(event.data)
@@ -272,7 +276,7 @@ def _ollama_line(builder: _Builder, event: StreamEvent) -> None:
                 "eval_duration", "prompt_eval_duration", "load_duration"):
         if key in payload:
             builder.extra[key] = payload[key]
-    if payload.get("done") is True:
+    if _ollama_done(payload):
         out.terminated = True
 
 

@@ -52,11 +52,6 @@ def _without_template(spec: StackSpec, capabilities: dict[str, Any]) -> dict[str
 _NO_SEMANTICS = RequestSemantics()
 
 
-def _stream_timeouts(matrix: Matrix) -> dict[str, float]:
-    timeouts = matrix.timeouts
-    return dataclasses.asdict(timeouts.stream_limits())
-
-
 def cell_config(
     matrix: Matrix,
     cell: Cell,
@@ -143,7 +138,7 @@ def cell_config(
         "named_tool": (cell.semantics(tools[suites[0]]) or _NO_SEMANTICS).named_tool if suites else None,
         "parallel_tool_calls": cell.parallel_tool_calls,
         "stream_fields": spec.stream_fields if cell.stream else None,
-        "stream_timeouts": _stream_timeouts(matrix) if cell.stream else None,
+        "stream_timeouts": dataclasses.asdict(matrix.timeouts.stream_limits()) if cell.stream else None,
         "guards": sorted(guards) if cell.channel == "product" else None,
         "tool_server": tool_server,
         "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities", "canary", "sampling_defaults"})

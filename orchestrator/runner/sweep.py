@@ -40,7 +40,6 @@ from orchestrator.serving.probe import ProbeResult, probe
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.render import prompt_counter
 from orchestrator.serving.serverconfig import ServerConfig
-from orchestrator.serving.streaming import StreamTimeouts
 from orchestrator.serving.templates import NoTemplate, model_template
 
 Seed = tuple[str, str]  # (suite, seed id)
@@ -360,7 +359,7 @@ class Sweep:
                 guards=self.cell_guards(cell),
                 execute_call=self.executor(loaded, seed_id) if cell.channel == "product" else None,
                 stream=cell.stream,
-                stream_timeouts=self.stream_timeouts(),
+                stream_timeouts=self.matrix.timeouts.stream_limits(),
                 record_stream=lambda record: self.streams.append(cell.cell_id, record),
                 semantics=cell.semantics(loaded.tools),
             )
@@ -376,10 +375,6 @@ class Sweep:
             return seed if final.end is SeedEnd.SERVER_DIED else None
 
         return [seed for seed in self.map_seeds(one, seeds) if seed is not None]
-
-    def stream_timeouts(self) -> StreamTimeouts:
-        timeouts = self.matrix.timeouts
-        return timeouts.stream_limits()
 
     def map_seeds(self, one: Any, seeds: list[Seed]) -> list[Seed | None]:
         """Run `one` over the seeds; on Ctrl-C (or any error) queued seeds are cancelled at once and running
