@@ -135,7 +135,12 @@ def test_a_streamed_matrix_on_real_llamacpp_is_recorded_paired_and_reclassified(
         assert stored["key"]["seed"] == turn["seed"] and stored["events"][-1][3] == "[DONE]"
         assert turn["stream_facts"]["ttft_s"] is not None
     required = [t for t in turns if t["tool_choice"] == "required"]
-    assert required and all(t["constraint_honoured"] is not None for t in required)
+    # judged, or (llama.cpp's required runs to max_tokens here) left unjudged because the answer was cut
+    assert required and all(
+        t["constraint_honoured"] is not None
+        or ("constraint:unjudged_truncated" in t["flags"] and t["finish_reason"] == "length")
+        for t in required
+    )
     assert all(t["constraint_honoured"] is None for t in turns if t["tool_choice"] is None)
     long_live = (run / "report" / "cells_long.csv").read_text()
     pairs = (run / "report" / "stream_pairs.csv").read_text().splitlines()
