@@ -3,7 +3,8 @@
 Inputs: a LOCA-bench run directory (`tasks/<task>/state<N>/trajectory.json`, one seed per state), a `.json`
 file (a message list, or an object with `messages` and optionally `tools`: one seed) or a `.jsonl` file
 (one message per line: one seed; or one trajectory per line: one seed per line). Every offered tool is checked
-up front (a function name; `parameters`, when present, a valid JSON Schema): the classifier would otherwise
+up front (a function name; `parameters`, when present, a valid JSON Schema whose patterns RE2 runs:
+core/toolschemas.py): the classifier would otherwise
 skip a malformed tool, or fail its schema, and count every call to it as hallucinated. Bad input raises
 `InputError` naming the file (and line, or tool index) and what is wrong. Pure apart from reading the files.
 """
@@ -11,21 +12,17 @@ skip a malformed tool, or fail its schema, and count every call to it as halluci
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
-
 from orchestrator.core.jsonl import InputError
+from orchestrator.core.toolschemas import schema_problem
 
 LOCA_GLOB = "*/state*/trajectory.json"  # under `tasks/`: one state = one seed (LOCA-bench README, Output Structure)
 TRAJECTORY_FORM = "trajectory"
 MESSAGE_FORM = "message"
-SCHEMA_ERROR_CHARS = 200  # a schema error quotes the offending value: keep the one line readable
 
 
 @dataclass(frozen=True)
@@ -65,27 +62,6 @@ def _parse_json(text: str, where: str) -> Any:
 # ---------------------------------------------------------------- tools
 
 
-def _schema_problem(schema: Any) -> str | None:
-    """Why `parameters` is no JSON Schema object, or None when it is one (checked against its own metaschema,
-    `$schema` when it names a known draft, else the latest)."""
-    if not isinstance(schema, Mapping):
-        return f"is not a JSON object (got {type(schema).__name__})"
-    try:
-        with warnings.catch_warnings():  # an unknown `$schema` URI: jsonschema warns and uses the latest draft
-            warnings.simplefilter("ignore", DeprecationWarning)
-            validator = validator_for(schema)
-    except Exception:  # a `$schema` that is no URI string (a number, a list) breaks the lookup itself
-        return f"names no usable metaschema ('$schema': {schema.get('$schema')!r})"
-    try:
-        validator.check_schema(schema)
-    except SchemaError as exc:
-        message = exc.message if len(exc.message) <= SCHEMA_ERROR_CHARS else exc.message[:SCHEMA_ERROR_CHARS] + "…"
-        return f"is not a valid JSON Schema: at {exc.json_path}: {message}"
-    except (RecursionError, ValueError, TypeError) as exc:
-        return f"is not a valid JSON Schema: {exc}"
-    return None
-
-
 def _check_tool(tool: Any, where: str) -> None:
     """One OpenAI tool object (`{"type": "function", "function": {...}}`, or the function object itself)."""
     function = tool.get("function", tool) if isinstance(tool, Mapping) else None
@@ -97,7 +73,7 @@ def _check_tool(tool: Any, where: str) -> None:
         got = repr(name) if isinstance(name, str) else type(name).__name__
         raise InputError(f"{where}: the function name is not a non-empty string (got {got})")
     if "parameters" in function:
-        problem = _schema_problem(function["parameters"])
+        problem = schema_problem(function["parameters"])
         if problem is not None:
             raise InputError(f"{where} ({name!r}): 'parameters' {problem}")
 

@@ -17,6 +17,7 @@ from rich.table import Table
 from orchestrator.analysis.audit import DEFAULT_PATTERN, AuditReport, Figures, audit
 from orchestrator.cli import app, console, fail
 from orchestrator.core.jsonl import InputError
+from orchestrator.core.jsonsafe import safe_text
 from orchestrator.core.stats import BootstrapSettings
 from orchestrator.core.types import ToolsMode
 
@@ -128,7 +129,10 @@ def audit_command(
             settings=settings,
         )
     except InputError as exc:
-        fail(escape(str(exc)))  # file names and JSON excerpts may hold [brackets] rich would read as markup
+        fail(escape(safe_text(str(exc))))  # [brackets] rich would read as markup; a lone surrogate from the file
+        return
+    except (RecursionError, MemoryError, ValueError, TypeError) as exc:  # a defect: named, never a traceback
+        fail(escape(safe_text(f"{path}: cannot audit: {type(exc).__name__}: {exc}")))
         return
     if as_json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")

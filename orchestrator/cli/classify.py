@@ -4,6 +4,9 @@ An exchange with `"stream": true` carries the raw text of its stream in `body` (
 stacks, NDJSON for `ollama`); a `body` that is a JSON object is an error reply sent before any stream began,
 labelled exactly as a non-streamed reply. `tool_choice` / `parallel_tool_calls` (and `named_tool`) say what the
 request asked, so compliance is judged as in a run.
+
+A bad input (not UTF-8, torn or deep JSON, a wrong field, a tool whose `parameters` is no usable schema) stops
+the command with one error naming the file and line, exit 2; model output inside a good line never does.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from orchestrator.cli import app, fail
 from orchestrator.core.classify import AUTO_FORMAT, check_call_format
 from orchestrator.core.constraints import RequestSemantics, ToolChoice
 from orchestrator.core.jsonl import InputError, read_jsonl
+from orchestrator.core.jsonsafe import json_safe, safe_text
 from orchestrator.core.labelling import StreamInput, label_turn
+from orchestrator.core.toolschemas import tool_schema_problems
 from orchestrator.core.types import ToolsMode, TransportError
 from orchestrator.serving.registry import UnknownStackError, load_stack
 from orchestrator.serving.streaming import parse_stream_text
@@ -69,6 +74,39 @@ def _stream_of(exchange: Exchange, api: str) -> StreamInput | None:
     return StreamInput(events=parse_stream_text(exchange.body, stream_api), api=stream_api)
 
 
+def _row(exchanges: Path, number: int, exchange: Exchange) -> dict[str, Any]:
+    """One exchange's labelled row, or an InputError naming the line and the field at fault."""
+    try:
+        spec = load_stack(exchange.stack)
+    except UnknownStackError as exc:
+        raise InputError(f"{exchanges}:{number}: field 'stack': {exc}") from exc
+    try:
+        check_call_format(exchange.call_format)
+    except ValueError as exc:
+        raise InputError(f"{exchanges}:{number}: field 'call_format': {exc}") from exc
+    problems = tool_schema_problems(exchange.tools)
+    if problems:  # configuration, not model output: every call to the tool would read as hallucinated
+        raise InputError(f"{exchanges}:{number}: field 'tools': {problems[0]}")
+    semantics = RequestSemantics(
+        tool_choice=exchange.tool_choice,
+        named_tool=exchange.named_tool,
+        parallel_tool_calls=exchange.parallel_tool_calls,
+    )
+    verdict = label_turn(
+        **spec.signatures(),
+        mode=exchange.mode,
+        tools=exchange.tools,
+        http_status=exchange.http_status,
+        body=exchange.body,
+        transport_error=exchange.error,
+        call_format=exchange.call_format,
+        stream=_stream_of(exchange, spec.api),
+        semantics=semantics,
+    )
+    # An id or stream fact may hold a lone surrogate or nest deep: the row is written as UTF-8 all the same.
+    return json_safe({"id": exchange.id, **verdict.model_dump(mode="json", include=_CLASSIFY_FIELDS)})
+
+
 @app.command("classify")
 def classify_command(
     exchanges: Annotated[Path, typer.Argument(help="JSONL: one exchange per line.")],
@@ -77,31 +115,12 @@ def classify_command(
     try:
         for number, exchange in read_jsonl(exchanges, Exchange):
             try:
-                spec = load_stack(exchange.stack)
-            except UnknownStackError as exc:
-                raise InputError(f"{exchanges}:{number}: field 'stack': {exc}") from exc
-            try:
-                check_call_format(exchange.call_format)
-            except ValueError as exc:
-                raise InputError(f"{exchanges}:{number}: field 'call_format': {exc}") from exc
-            semantics = RequestSemantics(
-                tool_choice=exchange.tool_choice,
-                named_tool=exchange.named_tool,
-                parallel_tool_calls=exchange.parallel_tool_calls,
-            )
-            verdict = label_turn(
-                **spec.signatures(),
-                mode=exchange.mode,
-                tools=exchange.tools,
-                http_status=exchange.http_status,
-                body=exchange.body,
-                transport_error=exchange.error,
-                call_format=exchange.call_format,
-                stream=_stream_of(exchange, spec.api),
-                semantics=semantics,
-            )
-            row = {"id": exchange.id, **verdict.model_dump(mode="json", include=_CLASSIFY_FIELDS)}
+                row = _row(exchanges, number, exchange)
+            except InputError:
+                raise
+            except Exception as exc:  # a defect, never model output's fault: named with its line, not a traceback
+                raise InputError(f"{exchanges}:{number}: cannot label: {type(exc).__name__}: {exc}") from exc
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
     except InputError as exc:
-        fail(str(exc))
+        fail(safe_text(str(exc)))  # the message may quote a lone surrogate from the file
 

@@ -10,7 +10,11 @@ the cell names); every verdict says which format matched (`call_format`) and wha
 in native mode too, where a text call is a parse loss and is never executed.
 A request may be retried (`retryable`) only when no model output arrived; a 2xx answer is always final.
 Every verdict carries the stack's `finish_reason` and `flags` (core/replyfacts.py).
-Never raises: every input maps to exactly one outcome.
+Never raises: every input maps to exactly one outcome. Replies are untrusted: JSON read from them is bounded
+(size and depth: core/callformats/base.py), arguments are checked against their schemas in linear time
+(RE2 patterns: core/toolschemas.py), and what a verdict records is made writable (core/jsonsafe.py). A tool
+schema is configuration: one that is unusable is caught before a run (`tool_schema_problems`); here it
+labels a call `schema:invalid_tool_schema`, never a model failure of its own kind.
 """
 
 from __future__ import annotations
@@ -20,9 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
+from orchestrator.core.callformats.base import MAX_DEPTH, too_deep
+from orchestrator.core.jsonsafe import json_safe
 from orchestrator.core.modes import JSON_FORMAT, Mode, mode_of
 from orchestrator.core.replyfacts import (
     TOOL_CALLS_EMPTY_FLAG,
@@ -41,6 +44,7 @@ from orchestrator.core.textcalls import (
     decode_arguments,
     extract_text_calls,
 )
+from orchestrator.core.toolschemas import arguments_error
 from orchestrator.core.types import (
     Classification,
     ErrorInfo,
@@ -103,6 +107,14 @@ _SCHEMA_REASONS = {
 }
 
 
+def _dumps(value: Any) -> str:
+    """An error object as text for signature matching; a body too deep to write matches nothing."""
+    try:
+        return json.dumps(value, default=str)
+    except (RecursionError, ValueError):
+        return ""
+
+
 def error_message(body: Any) -> str:
     """The human text of an error body in any envelope the stacks use (see reference/stacks.md)."""
     if isinstance(body, str):
@@ -114,13 +126,13 @@ def error_message(body: Any) -> str:
         return error
     if isinstance(error, Mapping):  # vLLM >= 0.10.1, llama.cpp, Ollama /v1
         message = error.get("message")
-        return message if isinstance(message, str) else json.dumps(error, default=str)
+        return message if isinstance(message, str) else _dumps(error)
     message = body.get("message")  # flat {"object": "error", ...}: vLLM < 0.10.1, SGLang
     if isinstance(message, str) and body.get("object") == "error":
         return message
     detail = body.get("detail")  # FastAPI validation errors
     if detail is not None:
-        return detail if isinstance(detail, str) else json.dumps(detail, default=str)
+        return detail if isinstance(detail, str) else _dumps(detail)
     return ""
 
 
@@ -168,14 +180,15 @@ def validate_call(call: ParsedCall, offered: Mapping[str, Mapping[str, Any]]) ->
     if not isinstance(call.arguments, dict):
         return "schema:arguments_not_object"
     try:
-        validator = Draft202012Validator(dict(schema))
-        error = next(iter(sorted(validator.iter_errors(call.arguments), key=lambda e: e.path)), None)
-    except SchemaError:
-        return "schema:invalid_tool_schema"
-    except Exception:  # a pathological schema (e.g. a regex the engine cannot compile)
+        error = arguments_error(schema, call.arguments)
+    except RecursionError:  # arguments past the validator's depth (recognisers cap at MAX_DEPTH first)
+        return "schema:arguments_too_deep"
+    except Exception:  # a schema jsonschema cannot apply (e.g. an unresolvable $ref)
         return "schema:unvalidatable"
     if error is None:
         return None
+    if isinstance(error, str):  # the schema itself is unusable: configuration, caught up front by the loaders
+        return "schema:invalid_tool_schema"
     return f"schema:{_SCHEMA_REASONS.get(str(error.validator), str(error.validator))}"
 
 
@@ -200,9 +213,29 @@ def _server_calls(raw_tool_calls: Any) -> list[ParsedCall] | str:
             arguments = decode_arguments(function.get("arguments"))
         except ArgumentsNotJSON:
             return "parse:arguments_not_json"
+        if too_deep(arguments, MAX_DEPTH):
+            return "parse:arguments_too_deep"
         call_id = raw.get("id") if isinstance(raw.get("id"), str) else None
         calls.append(ParsedCall(name=function["name"], arguments=arguments, id=call_id))
     return calls
+
+
+def _recordable(extra: dict[str, Any]) -> dict[str, Any]:
+    """A verdict's copies of model output, made writable as UTF-8 JSON (core/jsonsafe.py)."""
+    for key in ("raw_content", "raw_tool_calls"):
+        if key in extra:
+            extra[key] = json_safe(extra[key])
+    for key in ("calls", "text_calls"):
+        if key in extra:
+            extra[key] = [_safe_call(call) for call in extra[key]]
+    error = extra.get("error")
+    if isinstance(error, ErrorInfo):
+        extra["error"] = ErrorInfo(type=error.type, body=json_safe(error.body))
+    return extra
+
+
+def _safe_call(call: ParsedCall) -> ParsedCall:
+    return ParsedCall(**json_safe({"name": call.name, "arguments": call.arguments, "id": call.id}))
 
 
 Verdict = Callable[..., Classification]
@@ -314,6 +347,7 @@ def classify(
 
     def verdict(outcome: Outcome, detail: str | None, **extra: Any) -> Classification:
         extra.setdefault("parse_path", rules.parse_path)
+        extra = _recordable(extra)
         return Classification(outcome=outcome, detail=detail, finish_reason=finish_reason, flags=flags, **extra)
 
     if transport_error is not None:

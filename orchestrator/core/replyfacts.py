@@ -67,7 +67,10 @@ def content_text(content: Any) -> str | None:
     if isinstance(content, list):  # content parts
         parts = [p.get("text") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
         return "".join(parts)
-    return json.dumps(content, default=str)
+    try:
+        return json.dumps(content, default=str)
+    except (RecursionError, ValueError):  # nested past what the encoder walks: no text, not a crash
+        return None
 
 
 def finish_reason_of(body: Any) -> str | None:

@@ -31,6 +31,24 @@ AFTER_DONE_FLAG = "stream:after_done"
 SSE_DONE = "[DONE]"
 
 
+def _text(value: Any) -> str:
+    """A stored non-string as JSON text; one nested past what the encoder walks stands as empty."""
+    try:
+        return json.dumps(value, default=str)
+    except (RecursionError, ValueError):
+        return ""
+
+
+def _seconds(t: Any) -> float | None:
+    """A stored time; a non-number, or one past float's range (10**400), is no time."""
+    if not isinstance(t, int | float) or isinstance(t, bool):
+        return None
+    try:
+        return float(t)
+    except OverflowError:
+        return None
+
+
 @dataclass(frozen=True)
 class StreamEvent:
     """One thing that arrived on a stream: an SSE event (its `event` name, '' when unnamed, and its data), an SSE
@@ -49,14 +67,14 @@ class StreamEvent:
     def from_list(cls, item: Sequence[Any]) -> StreamEvent:
         """The stored form `[t, kind, event, data]` back; anything malformed becomes a data-less comment."""
         if not isinstance(item, Sequence) or isinstance(item, str) or len(item) != 4:
-            return cls(kind="comment", data=json.dumps(item, default=str)[:200])
+            return cls(kind="comment", data=_text(item)[:200])
         t, kind, event, data = item
         kind = kind if kind in ("event", "comment", "line") else "comment"
         return cls(
             kind=kind,
-            data=data if isinstance(data, str) else json.dumps(data, default=str),
+            data=data if isinstance(data, str) else _text(data),
             event=event if isinstance(event, str) else "",
-            t=float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None,
+            t=_seconds(t),
         )
 
 

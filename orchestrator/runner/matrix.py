@@ -1,8 +1,13 @@
 """Matrix files (`matrices/*.yaml`): validated with errors that name the file, the field path and the line,
-and expanded into servers and cells before anything starts."""
+and expanded into servers and cells before anything starts.
+
+A matrix that validates expands to at least one cell and at most `MAX_CELLS`; its cell ids are distinct (two
+names that slug to one id are refused, naming both) and at most `MAX_CELL_ID` characters, so each is a file
+name on every file system (long names are refused, not hashed: ids stay readable and stable across runs)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -12,14 +17,25 @@ from orchestrator.core.constraints import RequestSemantics, ToolChoice, request_
 from orchestrator.core.gateexpr import GateError, parse_gate
 from orchestrator.core.modes import mode_of
 from orchestrator.core.scoring import Channel
-from orchestrator.core.stats import BootstrapSettings
 from orchestrator.core.types import ToolsMode
 from orchestrator.runner.guards import GUARDS
-from orchestrator.runner.matrixentries import ModelEntry, StackEntry, TaskEntry
+from orchestrator.runner.matrixchecks import CellName, check_cell_ids, check_excludes
+from orchestrator.runner.matrixentries import (
+    MAX_TURN_CAP,
+    Exclude,
+    MatrixBootstrap,
+    MatrixDecoding,
+    ModelEntry,
+    Retries,
+    StackEntry,
+    TaskEntry,
+    Timeouts,
+    check_name,
+    strict_count,
+)
 from orchestrator.runner.tasks import load_suite
-from orchestrator.serving.chatapi import Decoding, SamplerNotSupported, sampler_fields
+from orchestrator.serving.chatapi import SamplerNotSupported, sampler_fields
 from orchestrator.serving.registry import UnknownStackError, load_stack
-from orchestrator.serving.streaming import StreamTimeouts
 
 # Body fields a request is made of: `decoding.extra` may add fields, never replace these.
 RESERVED_BODY_FIELDS = frozenset(
@@ -38,41 +54,12 @@ RESERVED_BODY_FIELDS = frozenset(
     }
 )
 ParallelSetting = Literal["default"] | bool  # default: not sent (the stack's own default)
+MAX_CELL_ID = 200  # characters: cells/<id>.json, streams/<id>.jsonl and an ablation's `__without-<guard>` fit 255
+MAX_CELLS = 100_000
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Timeouts(_Strict):
-    request_s: float = Field(180.0, gt=0, description="A whole request; a stream's deadline too.")
-    ready_s: float = Field(600.0, gt=0)
-    first_byte_s: float | None = Field(
-        None, gt=0, description="Streams: the first byte of the answer within this (default request_s)."
-    )
-    stream_gap_s: float = Field(60.0, gt=0, description="Streams: the longest silence between events.")
-
-    @property
-    def first_byte(self) -> float:
-        return self.first_byte_s or self.request_s
-
-    def stream_limits(self) -> StreamTimeouts:
-        """The three limits a streamed request is read within (what a streamed cell records, and runs by)."""
-        return StreamTimeouts(first_byte_s=self.first_byte, gap_s=self.stream_gap_s, total_s=self.request_s)
-
-
-class Retries(_Strict):
-    max_attempts: int = Field(
-        3, ge=1, description="Attempts per turn while no model output arrives (transport error, 5xx, 429)."
-    )
-    backoff_s: float = Field(1.0, ge=0, description="Wait before attempt k+1: backoff_s * k (unless Retry-After).")
-    max_retry_after_s: float = Field(60.0, ge=0, description="Bound on a 429's Retry-After wait.")
-
-
-class Exclude(_Strict):
-    stack: str | None = None
-    model: str | None = None
-    mode: ToolsMode | None = None
 
 
 PRODUCT_SAMPLES = 3  # cases run this often in the channels unless the matrix says otherwise (majority vote)
@@ -85,20 +72,21 @@ class Matrix(_Strict):
     models: list[ModelEntry] = Field(min_length=1)
     modes: list[ToolsMode] = Field(min_length=1)
     tasks: list[TaskEntry] = Field(min_length=1)
-    decoding: Decoding = Decoding()
-    turn_cap: int = Field(40, ge=1)
-    loop_repeats: int = Field(3, ge=2, description="constrained: this many identical calls in a row end a seed.")
+    decoding: MatrixDecoding = MatrixDecoding()
+    turn_cap: int = strict_count(40, le=MAX_TURN_CAP)
+    loop_repeats: int = strict_count(
+        3, ge=2, le=MAX_TURN_CAP, description="constrained: this many identical calls in a row end a seed."
+    )
     timeouts: Timeouts = Timeouts()
     retries: Retries = Retries()
-    concurrency: int = Field(1, ge=1)
-    bootstrap: BootstrapSettings = BootstrapSettings()
+    concurrency: int = strict_count(1, le=256)
+    bootstrap: MatrixBootstrap = MatrixBootstrap()
     exclude: list[Exclude] = Field(default_factory=list)
     channels: list[Channel] | None = Field(
         None, description="model and/or product channel (scored suites); absent: the plain agent loop."
     )
-    samples: int | None = Field(
+    samples: int | None = strict_count(
         None,
-        ge=1,
         le=15,
         description=f"Runs per case, decided by majority vote; default {PRODUCT_SAMPLES} with channels, else 1.",
     )
@@ -118,11 +106,27 @@ class Matrix(_Strict):
         ["default"], min_length=1, description="Native modes: default (not sent) | false | true."
     )
 
-    @field_validator("stream", "tool_choice", "parallel_tool_calls")
+    @field_validator("name")
+    @classmethod
+    def _file_safe(cls, value: str) -> str:
+        return check_name(value, what="a matrix name")  # it is part of the run directory's name
+
+    @field_validator("modes", "stream", "tool_choice", "parallel_tool_calls")
     @classmethod
     def _distinct(cls, value: list[Any]) -> list[Any]:
+        shown = [getattr(v, "value", v) for v in value]
+        repeated = next((v for i, v in enumerate(shown) if v in shown[:i]), None)
         if len({repr(v) for v in value}) != len(value):
-            raise ValueError(f"a value is listed twice in {value}")
+            raise ValueError(f"{repeated!r} is listed twice (a cell id would repeat)")
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _distinct_models(cls, value: list[ModelEntry]) -> list[ModelEntry]:
+        names = [model.name for model in value]
+        repeated = next((name for i, name in enumerate(names) if name in names[:i]), None)
+        if repeated is not None:
+            raise ValueError(f"model {repeated!r} is listed twice (its cell ids would repeat)")
         return value
 
     def request_axes(self, mode: ToolsMode) -> list[tuple[bool, str, bool | None]]:
@@ -178,9 +182,9 @@ class Matrix(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> Matrix:
         labels = [entry.label for entry in self.stacks]
-        duplicates = {label for label in labels if labels.count(label) > 1}
-        if duplicates:
-            raise ValueError(f"stack labels must be unique; repeated: {sorted(duplicates)} (set id)")
+        for index, label in enumerate(labels):
+            if label in labels[:index]:
+                raise ValueError(f"stacks.{index}: stack label {label!r} is used twice; labels must be unique (set id)")
         for index, entry in enumerate(self.stacks):
             spec = load_stack(entry.stack)
             try:  # a sampler value the stack's API cannot take fails here, not mid-run
@@ -208,7 +212,17 @@ class Matrix(_Strict):
                     load_stack(stack)
                 except UnknownStackError as exc:
                     raise ValueError(f"models.{index}.sources: {exc}") from None
+        stack_names = {name for entry in self.stacks for name in (entry.label, entry.stack)}
+        check_excludes(self.exclude, stack_names, {model.name for model in self.models}, self.modes)
+        check_cell_ids(self._cell_names(), max_length=MAX_CELL_ID, max_cells=MAX_CELLS)
         return self
+
+    def _cell_names(self) -> Iterator[CellName]:
+        for stack in self.stacks:
+            for model in (model for model in self.models if stack.stack in model.sources):
+                for mode, request, (channel, sample, without) in self.cell_specs(stack, model):
+                    key = cell_key(stack, model, mode, channel, sample, without, request)
+                    yield key.cell_id, stack.label, model.name
 
     def _check_suites_fit(self) -> None:
         """The channels score what each case declares is right; the agent loop ends on a submit call."""
@@ -234,6 +248,16 @@ class Matrix(_Strict):
         if not self.channels:
             return [("agent", sample, None) for sample in samples]
         return [(channel, sample, None) for channel in self.channels for sample in samples]
+
+    def cell_specs(
+        self, stack: StackEntry, model: ModelEntry
+    ) -> Iterator[tuple[ToolsMode, tuple[bool, str, bool | None], tuple[str, int, str | None]]]:
+        """(mode, request axes, cell axes) of each cell of a stack and model, in expansion order."""
+        for mode in self.modes:
+            if not self.excluded(stack, model, mode):
+                for request in self.request_axes(mode):
+                    for axes in self.cell_axes():
+                        yield mode, request, axes
 
     def excluded(self, stack: StackEntry, model: ModelEntry, mode: ToolsMode) -> bool:
         return any(
@@ -329,28 +353,24 @@ def expand(matrix: Matrix) -> list[ServerPlan]:
         for group in groups:
             cells = []
             for model in group:
-                for mode in matrix.modes:
-                    if matrix.excluded(stack, model, mode):
-                        continue
-                    for request in matrix.request_axes(mode):
-                        for channel, sample, without in matrix.cell_axes():
-                            cells.append(
-                                Cell(
-                                    cell_id=cell_id(stack, model, mode, channel, sample, without, request),
-                                    order=position,
-                                    stack=stack,
-                                    model=model,
-                                    mode=mode,
-                                    seeds=seeds,
-                                    channel=channel,
-                                    sample=sample,
-                                    without=without,
-                                    stream=request[0],
-                                    tool_choice=request[1],
-                                    parallel_tool_calls=request[2],
-                                )
-                            )
-                            position += 1
+                for mode, request, (channel, sample, without) in matrix.cell_specs(stack, model):
+                    cells.append(
+                        Cell(
+                            cell_id=cell_id(stack, model, mode, channel, sample, without, request),
+                            order=position,
+                            stack=stack,
+                            model=model,
+                            mode=mode,
+                            seeds=seeds,
+                            channel=channel,
+                            sample=sample,
+                            without=without,
+                            stream=request[0],
+                            tool_choice=request[1],
+                            parallel_tool_calls=request[2],
+                        )
+                    )
+                    position += 1
             if cells:
                 server_id = slug(stack.label + ("__" + group[0].name if per_model else ""))
                 plans.append(ServerPlan(server_id=server_id, stack=stack, models=group, cells=cells))

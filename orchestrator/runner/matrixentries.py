@@ -1,20 +1,84 @@
-"""The entries of a matrix file: stack configs, models and their sources, task suites. Validated on load."""
+"""The entries of a matrix file: stack configs, models and their sources, task suites. Validated on load.
+
+Names become file names (results/<run>/cells/<cell id>.json, the run directory itself), so they are checked,
+not repaired: a matrix `name` and a stack `id` are ASCII labels (letters, digits, `_ . -`, starting with a
+letter or digit); a model `name` may also hold `: @ + / =` (served names such as `qwen2.5-coder:0.5b`) but no
+`..`; each at most `MAX_NAME` characters. Counts are strict integers (`"8"`, `8.9` and `true` are refused,
+never coerced) within sane caps; a bootstrap takes 1..`MAX_RESAMPLES` resamples and an rng_seed in
+0..`MAX_RNG_SEED` (what every numpy generator accepts).
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.core.classify import AUTO_FORMAT, check_call_format
+from orchestrator.core.stats import BootstrapSettings
+from orchestrator.core.types import ToolsMode
 from orchestrator.runner.tasks import SuiteError, load_suite
+from orchestrator.serving.chatapi import Decoding
 from orchestrator.serving.registry import UnknownStackError, load_stack
 from orchestrator.serving.serverconfig import LauncherKind
 from orchestrator.serving.stackspec import Host
+from orchestrator.serving.streaming import StreamTimeouts
+
+MAX_NAME = 64
+MAX_RESAMPLES = 1_000_000  # a bootstrap this large is already exact to the printed digit
+MAX_RNG_SEED = 2**32 - 1
+MAX_TURN_CAP = 10_000
+MAX_COUNT = 1_000_000  # seeds per suite, tokens per answer: far above any real matrix
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+/=-]*")
+
+
+def check_name(value: str, pattern: re.Pattern[str] = LABEL, what: str = "a label") -> str:
+    """A name that may become (part of) a file name: bounded, plain ASCII, never a path (`/` is slugged)."""
+    shown = repr(value[:MAX_NAME]) + ("…" if len(value) > MAX_NAME else "")
+    if len(value) > MAX_NAME:
+        raise ValueError(f"name {shown} is {len(value)} characters long; at most {MAX_NAME} (it names files)")
+    if not pattern.fullmatch(value) or ".." in value:
+        allowed = "letters, digits and _ . -" + (" : @ + / =" if pattern is MODEL_NAME else "")
+        raise ValueError(f"{what} {shown} may hold only {allowed}, start with a letter or digit, and hold no '..'")
+    return value
+
+
+def no_nul(value: Any) -> Any:
+    """Strings passed on to a process (arguments, paths) hold no NUL byte: the OS would refuse them mid-run."""
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, str) and "\x00" in item:
+            raise ValueError("holds a NUL byte")
+    return value
+
+
+def strict_count(default: Any, *, ge: int = 1, le: int = MAX_COUNT, description: str | None = None) -> Any:
+    """A strict integer field: 8, never "8", 8.9 or true."""
+    return Field(default, strict=True, ge=ge, le=le, description=description)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MatrixDecoding(Decoding):
+    """Decoding as a matrix file may set it: counts strict, numbers finite (the sampler itself: chatapi.py)."""
+
+    temperature: float = Field(1.0, ge=0, le=100, allow_inf_nan=False)
+    repetition_penalty: float = Field(1.0, gt=0, le=100, allow_inf_nan=False, description="1.0 = off.")
+    top_k: int = strict_count(0, ge=0, description="0 = off (sent as the stack's own 'off' value: 0 or -1).")
+    max_tokens: int = strict_count(512)
+    seed: int | None = strict_count(None, ge=0, le=MAX_RNG_SEED, description="Sampling seed; None = not sent.")
+
+
+class MatrixBootstrap(BootstrapSettings):
+    """The bootstrap settings a matrix records: no unknown keys, strict and bounded (they reach numpy)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    resamples: int = strict_count(BootstrapSettings().resamples, le=MAX_RESAMPLES)
+    rng_seed: int = strict_count(BootstrapSettings().rng_seed, ge=0, le=MAX_RNG_SEED)
 
 
 class StackEntry(_Strict):
@@ -29,11 +93,21 @@ class StackEntry(_Strict):
     image: str | None = Field(None, description="Override the stack's pinned image (docker).")
     binary: str | None = Field(None, description="Override the server binary (process).")
     url: str | None = Field(None, description="Base URL of a running server (attach).")
-    ctx: int | None = Field(None, ge=256, description="Context length passed to the server.")
+    ctx: int | None = strict_count(None, ge=256, le=100_000_000, description="Context length passed to the server.")
     extra_args: list[str] = Field(default_factory=list)
-    gpus: int | None = Field(
-        None, ge=1, description="GPUs to request (e.g. with --tensor-parallel-size 2); default: the stack's count."
+    gpus: int | None = strict_count(
+        None, le=1024, description="GPUs to request (e.g. with --tensor-parallel-size 2); default: the stack's count."
     )
+
+    @field_validator("id")
+    @classmethod
+    def _file_safe(cls, value: str | None) -> str | None:
+        return None if value is None else check_name(value, LABEL, "a stack id")
+
+    @field_validator("image", "binary", "url", "extra_args")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        return no_nul(value)
 
     @model_validator(mode="after")
     def _known(self) -> StackEntry:
@@ -73,6 +147,11 @@ class ModelSource(_Strict):
     def _known_format(cls, value: str | None) -> str | None:
         return None if value is None else check_call_format(value)
 
+    @field_validator("asset", "path", "tag", "hub")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        return no_nul(value)
+
     @model_validator(mode="after")
     def _one(self) -> ModelSource:
         if sum(bool(v) for v in (self.asset, self.path, self.tag, self.hub)) != 1:
@@ -85,8 +164,8 @@ class ModelEntry(_Strict):
     sources: dict[str, ModelSource] = Field(description="Per stack: where this stack gets the model.")
     quantization: str | None = None
     digest: str | None = Field(None, description="Expected sha256 of the model file, when pinned.")
-    turn_cap: int | None = Field(
-        None, ge=1, description="This model's turn cap where it must differ from the matrix's (recorded per cell)."
+    turn_cap: int | None = strict_count(
+        None, le=MAX_TURN_CAP, description="This model's turn cap where it must differ from the matrix's (per cell)."
     )
     call_format: str = Field(
         AUTO_FORMAT, description="How its text calls are read: auto (every recogniser) or one of textcalls.FORMATS."
@@ -97,6 +176,11 @@ class ModelEntry(_Strict):
     def _known_format(cls, value: str) -> str:
         return check_call_format(value)
 
+    @field_validator("name")
+    @classmethod
+    def _file_safe(cls, value: str) -> str:
+        return check_name(value, MODEL_NAME, "a model name")
+
     def call_format_for(self, stack: str) -> str:
         """The call format this model's cells on `stack` are read with: the stack's source's, else its own."""
         source = self.sources.get(stack)
@@ -106,16 +190,39 @@ class ModelEntry(_Strict):
 class TaskEntry(_Strict):
     suite: str
     seeds: list[str] | None = Field(None, description="Seed ids; default: the first `count` seeds.")
-    count: int | None = Field(None, ge=1)
+    count: int | None = strict_count(None)
 
-    @model_validator(mode="after")
-    def _exists(self) -> TaskEntry:
+    @field_validator("suite")
+    @classmethod
+    def _known_suite(cls, value: str) -> str:
+        check_name(value, LABEL, "a suite name")  # it names a file under seeds/
         try:
-            suite = load_suite(self.suite)
+            load_suite(value)
         except SuiteError as exc:
             raise ValueError(str(exc)) from None
-        for seed in self.seeds or []:
-            suite.seed(seed)
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _known_seeds(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        name = info.data.get("suite")
+        if value is None or name is None:  # no suite: its own error is the one reported
+            return value
+        known = [seed.id for seed in load_suite(name).seeds]
+        for index, seed in enumerate(value):
+            if seed not in known:
+                shown = f"{', '.join(known[:4])}, … {len(known)} in all"
+                raise ValueError(f"seeds[{index}]: suite {name!r} has no seed {seed[:80]!r} (known: {shown})")
+        repeated = sorted({seed for seed in value if value.count(seed) > 1})
+        if repeated:
+            raise ValueError(f"seed {repeated[0]!r} is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _enough(self) -> TaskEntry:
+        available = len(load_suite(self.suite).seeds)
+        if self.count is not None and self.count > available:
+            raise ValueError(f"count: suite {self.suite!r} has {available} seeds, not {self.count}")
         return self
 
     def seed_ids(self) -> list[str]:
@@ -123,3 +230,43 @@ class TaskEntry(_Strict):
         if self.seeds:
             return list(self.seeds)
         return [seed.id for seed in suite.seeds][: self.count or len(suite.seeds)]
+
+
+MAX_SECONDS = 7 * 24 * 3600.0  # a week: any longer wait is a typo, and inf would never end a run
+
+
+def seconds(default: float | None, *, positive: bool = True, description: str | None = None) -> Any:
+    """A finite duration in seconds (`.inf` and `.nan` refused)."""
+    bound = {"gt": 0} if positive else {"ge": 0}
+    return Field(default, le=MAX_SECONDS, allow_inf_nan=False, description=description, **bound)
+
+
+class Timeouts(_Strict):
+    request_s: float = seconds(180.0, description="A whole request; a stream's deadline too.")
+    ready_s: float = seconds(600.0)
+    first_byte_s: float | None = seconds(
+        None, description="Streams: the first byte of the answer within this (default request_s)."
+    )
+    stream_gap_s: float = seconds(60.0, description="Streams: the longest silence between events.")
+
+    @property
+    def first_byte(self) -> float:
+        return self.first_byte_s or self.request_s
+
+    def stream_limits(self) -> StreamTimeouts:
+        """The three limits a streamed request is read within (what a streamed cell records, and runs by)."""
+        return StreamTimeouts(first_byte_s=self.first_byte, gap_s=self.stream_gap_s, total_s=self.request_s)
+
+
+class Retries(_Strict):
+    max_attempts: int = strict_count(
+        3, le=100, description="Attempts per turn while no model output arrives (transport error, 5xx, 429)."
+    )
+    backoff_s: float = seconds(1.0, positive=False, description="Wait before attempt k+1: backoff_s * k.")
+    max_retry_after_s: float = seconds(60.0, positive=False, description="Bound on a 429's Retry-After wait.")
+
+
+class Exclude(_Strict):
+    stack: str | None = None
+    model: str | None = None
+    mode: ToolsMode | None = None

@@ -1,9 +1,11 @@
-"""Reading a matrix file: YAML parsed and validated, with errors that name the file, the field path and the line
-(the model itself, and its expansion into servers and cells, are in runner/matrix.py)."""
+"""Reading a matrix file: YAML parsed within bounds (runner/safeyaml.py: size, nesting, aliases, plain types
+only) and validated, with one error that names the file, the field path and the line (the model itself, and
+its expansion into servers and cells, are in runner/matrix.py)."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,11 @@ import yaml
 from pydantic import ValidationError
 
 from orchestrator.runner.matrix import Matrix
+from orchestrator.runner.safeyaml import YamlInputError, load_yaml
+
+MESSAGE_LIMIT = 400  # characters of a validation message (a hostile value may be megabytes long)
+# A whole-matrix check starts its message with the field path it is about ("models.1.name: ...").
+_LEADING_PATH = re.compile(r"([A-Za-z_]\w*(?:\.\w+)*)[\s:(]")
 
 
 class MatrixError(ValueError):
@@ -26,7 +33,7 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
             if match is None:
                 break
             node = match
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
             node = node.value[part]
         else:
             break
@@ -34,34 +41,44 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
+def _one_line(text: str) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= MESSAGE_LIMIT else flat[: MESSAGE_LIMIT - 1] + "…"
+
+
+def _named_path(message: str, data: dict[Any, Any]) -> tuple[Any, ...]:
+    """The field path a whole-matrix message starts with, when it names a top-level field."""
+    match = _LEADING_PATH.match(message + " ")
+    if match is None or match.group(1).split(".")[0] not in data:
+        return ()
+    return tuple(int(part) if part.isdigit() else part for part in match.group(1).split("."))
+
+
+def validation_message(path: Path, node: yaml.Node | None, data: dict[Any, Any], exc: ValidationError) -> str:
+    """`FILE:LINE: field PATH: MESSAGE (and N more)`, on one line, for the first error."""
+    error = exc.errors(include_url=False, include_input=False)[0]
+    loc = tuple(part for part in error["loc"] if not (isinstance(part, str) and part.startswith("function-")))
+    message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if not loc:
+        loc = _named_path(message, data)
+        message = message.removeprefix(".".join(str(part) for part in loc) + ": ") if loc else message
+    field = ".".join(str(part) for part in loc) or "(top level)"
+    if error["type"] == "missing":
+        message = "required field is missing"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{path}:{_line_of(node, loc)}: field {_one_line(field)}: {_one_line(message)}{more}"
+
+
 def load_matrix(path: Path) -> tuple[Matrix, str]:
-    """Parse and validate a matrix file; returns (matrix, file sha256). Raises MatrixError."""
+    """Parse and validate a matrix file; returns (matrix, file sha256). Raises MatrixError, and nothing else."""
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise MatrixError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise MatrixError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+        text, node, data = load_yaml(path)
+    except YamlInputError as exc:
+        raise MatrixError(str(exc)) from None
     if not isinstance(data, dict):
         raise MatrixError(f"{path}:1: a matrix file is a mapping of fields")
     try:
         matrix = Matrix.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        loc = tuple(part for part in error["loc"] if not (isinstance(part, str) and part.startswith("function-")))
-        named = str(error["msg"]).removeprefix("Value error, ").split(":", 1)[0]
-        if not loc and named in data:  # a whole-matrix check names the field it is about: point at its line
-            loc = (named,)
-        field = ".".join(str(part) for part in loc) or "(top level)"
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "missing":
-            message = "required field is missing"
-        line = _line_of(node, loc)
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise MatrixError(f"{path}:{line}: field {field}: {message}{more}") from None
+        raise MatrixError(validation_message(path, node, data, exc)) from None
     return matrix, hashlib.sha256(text.encode()).hexdigest()

@@ -70,10 +70,11 @@ def read_streams(run_dir: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
     if not folder.is_dir():
         return found
     for path in sorted(folder.glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        # Lines end at `\n` only: streamed text may hold U+2028 or U+0085, which str.splitlines cuts at.
+        for line in path.read_bytes().split(b"\n"):
             try:
-                record = json.loads(line)
-            except ValueError:
+                record = json.loads(line.decode("utf-8", errors="replace"))
+            except (ValueError, RecursionError):  # a torn or damaged line; deep nesting is no record either
                 continue
             if isinstance(record, dict) and isinstance(record.get("key"), dict):
                 found[attempt_key(record["key"])] = record

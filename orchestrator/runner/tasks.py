@@ -19,12 +19,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.core.classify import tools_by_name, validate_call
 from orchestrator.core.scoring import Expectation, normalise_text
+from orchestrator.core.toolschemas import tool_schema_problems
 from orchestrator.core.types import ParsedCall
+from orchestrator.runner.safeyaml import YamlInputError, load_yaml
 
 
 class _Strict(BaseModel):
@@ -100,6 +101,9 @@ class Suite(_Strict):
             if not all(seed.expect for seed in self.seeds):
                 raise ValueError("every case of an MCP suite needs `expect` (it runs in the model/product channels)")
             return self
+        schema_problems = tool_schema_problems(self.tools)  # caught before a run, not as hallucinated calls
+        if schema_problems:
+            raise ValueError(f"unusable tool schema: {'; '.join(schema_problems)}")
         names = set(tools_by_name(self.tools))
         if names != set(self.dry_run):
             raise ValueError(f"tools {sorted(names)} and dry_run {sorted(self.dry_run)} must name the same tools")
@@ -215,9 +219,11 @@ def load_suite(name: str, directory: Path | None = None) -> Suite:
     if not path.is_file():
         known = sorted(p.stem for p in (directory or seeds_dir()).glob("*.yaml"))
         raise SuiteError(f"unknown task suite {name!r} (known: {', '.join(known)})")
-    try:
-        suite = Suite.model_validate(yaml.safe_load(path.read_text()))
-    except (yaml.YAMLError, ValidationError) as exc:
+    try:  # read within the same bounds as a matrix file: a broken or hostile suite is one error, not a traceback
+        suite = Suite.model_validate(load_yaml(path)[2])
+    except YamlInputError as exc:
+        raise SuiteError(str(exc)) from None
+    except ValidationError as exc:
         raise SuiteError(f"{path}: invalid suite: {exc}") from exc
     if suite.mcp is None:
         return suite
@@ -227,6 +233,9 @@ def load_suite(name: str, directory: Path | None = None) -> Suite:
         tools = _listed_tools(suite.mcp.server)
     except McpError as exc:
         raise SuiteError(f"{path}: cannot list the tools of MCP server {suite.mcp.server!r}: {exc}") from exc
+    schema_problems = tool_schema_problems(tools)
+    if schema_problems:
+        raise SuiteError(f"{path}: MCP server {suite.mcp.server!r} lists unusable tool schemas: {schema_problems}")
     unknown = sorted(set(suite.deterministic) - set(tools_by_name(tools)))
     if unknown:
         raise SuiteError(f"{path}: deterministic names tools the MCP server does not offer: {unknown}")

@@ -2,6 +2,12 @@
 
 Pure. Nothing here raises on model output: decoding guards catch RecursionError and MemoryError
 (deep nesting, huge values) and report them as a failed decode, never as an exception.
+
+Bounds on JSON read from model output: a text longer than `MAX_JSON_CHARS` (16 Mi characters) is not
+decoded (`loads` fails at once: a bound on memory, since decoded JSON takes several times its text); the C
+decoder itself stops at ~1,000 levels (RecursionError, reported as a failed decode), and calls whose
+arguments nest deeper than `MAX_DEPTH` (200) levels fail (`parse:<family>_too_deep`; for the stack's own
+calls, `parse:arguments_too_deep`).
 """
 
 from __future__ import annotations
@@ -84,8 +90,14 @@ class ArgumentsNotJSON(Exception):
     """Call-shaped, but its arguments string is not valid JSON."""
 
 
+MAX_JSON_CHARS = 16 * 1024 * 1024
+
+
 def loads(text: str) -> Any:
-    """json.loads that reports every decoding failure, including RecursionError and MemoryError, as BadJSON."""
+    """json.loads that reports every decoding failure, including RecursionError and MemoryError, as BadJSON;
+    a text over MAX_JSON_CHARS is not decoded."""
+    if len(text) > MAX_JSON_CHARS:
+        raise BadJSON(f"longer than {MAX_JSON_CHARS} characters: not decoded")
     try:
         return json.loads(text)
     except _DECODE_ERRORS as exc:
@@ -109,6 +121,8 @@ def decode_at(text: str, position: int) -> tuple[Any, int]:
     window = _WINDOW
     while True:
         chunk = text[position : position + window]
+        if len(chunk) > MAX_JSON_CHARS:  # the value runs past the size cap: not decoded
+            raise BadJSON(f"longer than {MAX_JSON_CHARS} characters: not decoded", position + MAX_JSON_CHARS)
         whole = position + window >= len(text)
         try:
             value, end = _DECODER.raw_decode(chunk)
