@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from orchestrator.core.redact import known_secrets, scrub
 from orchestrator.runner.store import StoreError
 from orchestrator.runner.tasks import seeds_dir
 from orchestrator.serving.registry import REPO_ROOT, load_stack, stacks_dir
@@ -65,6 +66,26 @@ def snapshot_stacks(run_dir: Path) -> None:
     target.mkdir(exist_ok=True)
     for path in sorted(stacks_dir().glob("*.yaml")):
         shutil.copy2(path, target / path.name)
+        text = path.read_text()
+        clean = scrub(text, known_secrets(env=stack_env(text)))  # a token written into a stack's env: redacted
+        if clean != text:
+            (target / path.name).write_text(clean)
+
+
+def stack_env(text: str) -> dict[str, str]:
+    """Every environment a stack definition gives its server (launch.env, local_model_env, prompt_cache.env)."""
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    launch, cache = data.get("launch") or {}, data.get("prompt_cache") or {}
+    env: dict[str, str] = {}
+    for part in (launch.get("env"), launch.get("local_model_env"), cache.get("env")):
+        if isinstance(part, dict):
+            env.update({str(k): str(v) for k, v in part.items()})
+    return env
 
 
 def run_stack(run_dir: Path, name: str) -> StackSpec | None:

@@ -3,12 +3,14 @@ stopped. Every start is recorded (`launches`), and every way a start can fail be
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from orchestrator.core.classify import error_message
+from orchestrator.core.redact import expand_env
 from orchestrator.runner.matrix import Matrix, ModelEntry, ServerPlan
 from orchestrator.runner.store import now
 from orchestrator.serving.assets import resolve_model
@@ -64,7 +66,7 @@ def launch_config(matrix: Matrix, plan: ServerPlan) -> ServerConfig:
             image=stack.image,
             network=stack.network,
             ctx=stack.ctx,
-            extra_args=stack.extra_args,
+            extra_args=[expand_env(arg) for arg in stack.extra_args],  # `${NAME}`: from the environment
             ready_timeout_s=matrix.timeouts.ready_s,
             gpu_count=stack.gpus,
             progress=lambda _m: None,
@@ -99,12 +101,17 @@ class ServerSession:
         self.stop()
         launch: dict[str, Any] = {"reason": reason, "started": now()}
         self.launches.append(launch)
+        begun = time.monotonic()
         try:
             self._handle = start_server(self.config, self.run_id, log_dir=self.log_dir)
         except LaunchError as exc:
-            launch.update(ok=False, error=str(exc).splitlines()[0])
+            launch.update(ok=False, error=str(exc).splitlines()[0], start_s=round(time.monotonic() - begun, 3))
             raise LaunchFailed(str(exc), log_tail=exc.log_tail, command=exc.command) from exc
-        launch.update(ok=True, ready_s=self._handle.ready_s, server=self._handle.describe())
+        ready_s = self._handle.ready_s or 0.0
+        # start_s: spawn (with the version query) up to the first readiness poll; ready_s: from there to ready
+        # (llama.cpp loads the model then: /health answers 503 until it is in).
+        start_s = round(max(0.0, time.monotonic() - begun - ready_s), 3)
+        launch.update(ok=True, start_s=start_s, ready_s=self._handle.ready_s, server=self._handle.describe())
         return self._handle
 
     def ensure_alive(self, reason: str) -> ServerHandle:
@@ -113,8 +120,11 @@ class ServerSession:
 
     def stop(self) -> None:
         if self._handle is not None:
+            begun = time.monotonic()
             self._handle.stop()
             self._handle = None
+            if self.launches:  # the start just torn down: how long its teardown took
+                self.launches[-1]["teardown_s"] = round(time.monotonic() - begun, 3)
 
     def prepare_model(self, config: ServerConfig, timeout_s: float) -> None:
         """Make the model available where the stack needs it (Ollama pulls); a failed pull is LaunchFailed

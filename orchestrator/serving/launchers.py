@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.redact import known_secrets, redact_argv, redact_env, scrub, scrub_bytes
 from orchestrator.serving.assets import cache_root
 from orchestrator.serving.readiness import ReadinessTimeout, ServerDied, wait_ready
 from orchestrator.serving.registry import load_stack
@@ -79,9 +80,11 @@ class ProcessHandle(ServerHandle):
     def __init__(self, spec: StackSpec, config: ServerConfig, run_id: str, log_dir: Path) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.argv = server_argv(spec, config, bind_host="127.0.0.1", port=self.port, in_container=False)
+        self.argv = check_bind(server_argv(spec, config, bind_host="127.0.0.1", port=self.port, in_container=False))
         self.env = server_env(spec, config, bind_host="127.0.0.1", port=self.port)
-        self.command = reproduce_command(self.argv, self.env)
+        # What is recorded (command, argv, env, the log) never holds a secret: values are redacted.
+        self.secrets = known_secrets(self.argv, self.env)
+        self.command = reproduce_command(redact_argv(self.argv) or [], redact_env(self.env) or {})
         self.version_output = _local_version(spec, config)
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"{config.server_id}-{self.port}.log"
@@ -96,7 +99,9 @@ class ProcessHandle(ServerHandle):
         )
         self.pid_file = pid_dir() / f"{self.process.pid}.json"
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
-        self.pid_file.write_text(json.dumps({"pid": self.process.pid, "argv": self.argv, "run_id": run_id}))
+        self.pid_file.write_text(
+            json.dumps({"pid": self.process.pid, "argv": redact_argv(self.argv), "run_id": run_id})
+        )
         self.config = config
 
     def alive(self) -> bool:
@@ -105,14 +110,14 @@ class ProcessHandle(ServerHandle):
     def logs(self, tail: int = 40) -> str:
         self._log.flush()
         lines = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(lines[-tail:])
+        return scrub("\n".join(lines[-tail:]), self.secrets)
 
     def describe(self) -> dict[str, Any]:
         return {
             "launcher": "process",
             "base_url": self.base_url,
-            "argv": self.argv,
-            "env": self.env,
+            "argv": redact_argv(self.argv),
+            "env": redact_env(self.env),
             "pid": self.process.pid,
             "binary": self.config.binary,
             "python": self.config.python,
@@ -132,6 +137,18 @@ class ProcessHandle(ServerHandle):
                 self.process.wait(timeout=15)
         self._log.close()
         self.pid_file.unlink(missing_ok=True)
+        scrub_file(self.log_path, self.secrets)  # a server that printed a secret (its args, a header) in its log
+
+
+def scrub_file(path: Path, secrets: set[str]) -> None:
+    """Rewrite a log without the secret values it holds (nothing is rewritten when it holds none)."""
+    if not secrets:
+        return
+    with contextlib.suppress(OSError):
+        data = path.read_bytes()
+        clean = scrub_bytes(data, secrets)
+        if clean != data:
+            path.write_bytes(clean)
 
 
 def _local_version(spec: StackSpec, config: ServerConfig) -> str | None:
@@ -171,8 +188,9 @@ class DockerHandle(ServerHandle):
             bind_host, ports, network_mode = "0.0.0.0", {f"{port}/tcp": ("127.0.0.1", host_port)}, None
             self.host_port = host_port
         self.base_url = f"http://127.0.0.1:{port if network_mode == 'host' else host_port}"
-        self.argv = server_argv(spec, config, bind_host=bind_host, port=port, in_container=True)
+        self.argv = check_bind(server_argv(spec, config, bind_host=bind_host, port=port, in_container=True), bind_host)
         self.env = server_env(spec, config, bind_host=bind_host, port=port)
+        self.secrets = known_secrets(self.argv, self.env)
         volumes = {}
         if config.model.path and config.model.local:
             source = Path(config.model.path)
@@ -183,8 +201,8 @@ class DockerHandle(ServerHandle):
         self.labels = {LABEL_MANAGED: "true", LABEL_RUN: run_id, LABEL_SERVER: config.server_id}
         publish = f" -p 127.0.0.1:{self.base_url.rsplit(':', 1)[1]}:{port}" if ports else " --network host"
         mounts = "".join(f" -v {src}:{dst['bind']}:ro" for src, dst in volumes.items())
-        envs = "".join(f" -e {k}={v}" for k, v in self.env.items())
-        self.command = f"docker run --rm{publish}{mounts}{envs} {image_ref} " + " ".join(self.argv)
+        envs = "".join(f" -e {k}={v}" for k, v in (redact_env(self.env) or {}).items())
+        self.command = f"docker run --rm{publish}{mounts}{envs} {image_ref} " + " ".join(redact_argv(self.argv) or [])
         gpus = config.gpu_count or spec.launch.gpu_count  # what this server needs (matrix or stack), not every GPU
         gpu_request = [DeviceRequest(count=gpus, capabilities=[["gpu"]])] if config.host == "gpu" else None
         try:
@@ -236,7 +254,7 @@ class DockerHandle(ServerHandle):
 
     def logs(self, tail: int = 40) -> str:
         try:
-            return self.container.logs(tail=tail).decode(errors="replace")
+            return scrub(self.container.logs(tail=tail).decode(errors="replace"), self.secrets)
         except Exception as exc:
             return f"(logs unavailable: {exc})"
 
@@ -244,8 +262,8 @@ class DockerHandle(ServerHandle):
         return {
             "launcher": "docker",
             "base_url": self.base_url,
-            "argv": self.argv,
-            "env": self.env,
+            "argv": redact_argv(self.argv),
+            "env": redact_env(self.env),
             "image": self.image_ref,
             "image_id": self.image_id,
             "repo_digests": self.repo_digests,
@@ -276,6 +294,26 @@ class AttachedHandle(ServerHandle):
 
     def stop(self) -> None:
         return None
+
+
+BIND_FLAGS = frozenset({"--host", "--bind", "--listen", "--hostname"})
+
+
+def check_bind(argv: list[str], bind_host: str = "127.0.0.1") -> list[str]:
+    """A server listens where the launcher says (127.0.0.1; 0.0.0.0 only inside a container whose port is
+    published on the host's 127.0.0.1): an extra `--host 0.0.0.0` that would override it is refused. A matrix has
+    no bind-address setting: a server reachable beyond this machine is never a side effect of extra_args."""
+    for index, arg in enumerate(argv):
+        flag, _, inline = arg.partition("=")
+        if flag not in BIND_FLAGS:
+            continue
+        value = inline or (argv[index + 1] if index + 1 < len(argv) else "")
+        if value != bind_host:
+            raise ValueError(
+                f"the server would listen on {value!r} ({flag} in its argv), not {bind_host}: "
+                "a matrix cannot bind a server beyond loopback (remove it from extra_args)"
+            )
+    return argv
 
 
 def auth_headers(spec: StackSpec) -> dict[str, str]:
@@ -325,7 +363,7 @@ def _intended_command(spec: StackSpec, config: ServerConfig) -> str:
         in_container = config.launcher == "docker"
         argv = server_argv(spec, config, bind_host="127.0.0.1", port=0, in_container=in_container)
         image = f"docker run {config.image or spec.images[config.host].reference} " if in_container else ""
-        return image + reproduce_command(argv, {})
+        return image + reproduce_command(redact_argv(argv) or [], {})
     except Exception as exc:  # the config itself may be what is broken
         return f"(no command: {type(exc).__name__}: {exc})"
 
