@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import _thread
 import json
 import os
 import signal
@@ -29,8 +28,21 @@ def process_gone(pid: int) -> bool:
     return False
 
 
+def _main_thread_in(function: str) -> bool:
+    """True while the main thread is executing `function` (its frame is on the main thread's stack)."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def test_ctrl_c_during_readiness_wait_leaves_no_process(replay_env: dict[str, str], python_exe: str) -> None:
-    # The SGLang replay keeps its port closed for 30 s: we are inside the readiness loop when interrupted.
+    # The SGLang replay keeps its port closed for 30 s: we are inside the readiness loop when interrupted. The
+    # interrupt is sent once the main thread is observed polling (not after a fixed delay), as a real SIGINT with
+    # Python's own handler installed (a pytest started with SIGINT ignored, e.g. `pytest &`, would drop it).
+    run_id = f"test-interrupt-{os.getpid()}"
     config = server_config(
         stack="sglang",
         tool_config=None,
@@ -38,26 +50,54 @@ def test_ctrl_c_during_readiness_wait_leaves_no_process(replay_env: dict[str, st
         model="m",
         model_path="/m",
         python=python_exe,
-        extra_env={**replay_env, "REPLAY_LOAD_S": "30"},
+        extra_env={**replay_env, "REPLAY_LOAD_S": "30", "TOOLCALL_TEST_RUN": run_id},  # marks this test's server
         ready_timeout_s=60,
     )
-    before = set(cache_root().joinpath("pids").glob("*.json"))
-    timer = threading.Timer(1.5, _thread.interrupt_main)
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        start_server(config, run_id="test-interrupt")
-    new_records = set(cache_root().joinpath("pids").glob("*.json")) - before
-    # Other runs on this machine may write their own records meanwhile: only this start's count.
-    assert not [p for p in new_records if '"test-interrupt"' in _text_or_empty(p)]  # gone with the process
-    leftovers = [
-        p
-        for p in os.listdir("/proc")
-        if p.isdigit()
-        and _cmdline(int(p)).count("REPLAY") == 0
-        and "sglang.launch_server" in _cmdline(int(p))
-        and "/m" in _cmdline(int(p))
-    ]
-    assert leftovers == []
+    polling = threading.Event()
+    stop_watching = threading.Event()
+
+    def interrupt_once_polling() -> None:
+        deadline = time.monotonic() + 30
+        while not stop_watching.is_set() and time.monotonic() < deadline:
+            if _main_thread_in("wait_ready"):
+                polling.set()
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.01)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    watcher = threading.Thread(target=interrupt_once_polling, daemon=True)
+    handle = None
+    try:
+        watcher.start()
+        with pytest.raises(KeyboardInterrupt):
+            handle = start_server(config, run_id=run_id)
+        assert polling.is_set(), "the interrupt must land inside the readiness wait"
+        records = [p for p in cache_root().joinpath("pids").glob("*.json") if f'"{run_id}"' in _text_or_empty(p)]
+        assert records == []  # gone with the process
+        leftovers = [
+            p
+            for p in os.listdir("/proc")
+            if p.isdigit()
+            and "sglang.launch_server" in _cmdline(int(p))
+            and "/m" in _cmdline(int(p))
+            and run_id in _environ(int(p))
+        ]
+        assert leftovers == []
+    finally:
+        stop_watching.set()
+        watcher.join(timeout=5)
+        signal.signal(signal.SIGINT, previous)
+        if handle is not None:  # the start returned: never leave its server running
+            handle.stop()
+        cleanup(run_id)  # whatever a failed assertion left: the run's recorded processes
+
+
+def _environ(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _text_or_empty(path: Path) -> str:

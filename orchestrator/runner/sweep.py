@@ -12,8 +12,10 @@ Resumable: finished seeds are never rerun."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
@@ -47,7 +49,7 @@ Seed = tuple[str, str]  # (suite, seed id)
 # template that fails on a later turn (e.g. on `tool` messages) ends that seed as `template_error`, recorded.
 TEMPLATE_CHECK: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 # Cell-file fields that say how a run of the cell went, not what the cell's stack config is.
-RUN_STATE_FIELDS = frozenset({"status", "started", "finished", "launches", "error", "log_tail", "reproduce"})
+RUN_STATE_FIELDS = frozenset({"status", "started", "finished", "launches", "error", "log_tail", "reproduce", "timings"})
 
 
 class Sweep:
@@ -66,6 +68,7 @@ class Sweep:
         self.tool_servers: dict[str, McpToolServer] = {}  # suite -> its MCP server, started once per run
         self.streams = StreamStore(store.dir)  # streamed attempts' raw events, one side file per cell
         self.progress: SweepProgress | None = None
+        self.phase_s: dict[str, float] = {}  # the server now running: seconds spent per phase (probe, seeds)
 
     def loop_for(self, cell: Cell) -> Any:
         return {"model": run_model_case, "product": run_product_case}.get(cell.channel, run_seed)
@@ -165,17 +168,47 @@ class Sweep:
             return
         session = ServerSession(config, self.store.run_id, self.store.dir / "logs")
         task = progress.add_task(f"{plan.server_id} starting", total=sum(len(s) for s in pending.values()))
+        self.phase_s = {"probe": 0.0, "seeds": 0.0}
+        started, begun = now(), time.monotonic()
         try:
-            session.start("initial")
-        except LaunchFailed as exc:
-            self.mark_launch_failed([c for c in plan.cells if not self.cell_done(c, pending)], exc, session)
-            return
-        try:
-            progress.update(task, description=f"{plan.server_id} ready in {session.ready_s:.0f}s")
-            for entry in plan.models:
-                self.run_model(plan, entry, config, session, pending, progress, task)
+            try:
+                session.start("initial")
+            except LaunchFailed as exc:
+                self.mark_launch_failed([c for c in plan.cells if not self.cell_done(c, pending)], exc, session)
+                return
+            try:
+                progress.update(task, description=f"{plan.server_id} ready in {session.ready_s:.0f}s")
+                for entry in plan.models:
+                    self.run_model(plan, entry, config, session, pending, progress, task)
+            finally:
+                session.stop()
         finally:
-            session.stop()
+            self.record_server(plan, session, started, time.monotonic() - begun)
+
+    def record_server(self, plan: ServerPlan, session: ServerSession, started: str, wall_s: float) -> None:
+        """One line per server session in `servers.jsonl`: the stack config and model(s) it served, each of its
+        starts, and the seconds each phase took (launch, readiness, probe, seeds, teardown)."""
+        launches = session.launches
+        phases = {
+            "launch": sum(launch.get("start_s") or 0.0 for launch in launches),
+            "readiness": sum(launch.get("ready_s") or 0.0 for launch in launches),
+            **self.phase_s,
+            "teardown": sum(launch.get("teardown_s") or 0.0 for launch in launches),
+        }
+        record = {
+            "server_id": plan.server_id,
+            "stack_config": plan.stack.label,
+            "stack": plan.stack.stack,
+            "models": [model.name for model in plan.models],
+            "cells": [cell.cell_id for cell in plan.cells],
+            "started": started,
+            "finished": now(),
+            "wall_s": round(wall_s, 3),
+            "phases_s": {name: round(value, 3) for name, value in phases.items()},
+            "launches": [{k: v for k, v in launch.items() if k != "server"} for launch in launches],
+        }
+        with (self.store.dir / "servers.jsonl").open("a", encoding="utf-8") as out:
+            out.write(json.dumps(record, default=str) + "\n")
 
     def run_model(
         self,
@@ -229,8 +262,12 @@ class Sweep:
                 if entry is plan.models[0]
                 else config.model_copy(update={"model": model_ref_for(plan.stack.stack, entry)})
             )
-            session.prepare_model(model_config, self.matrix.timeouts.ready_s)
-            return model_config, probe(session.handle, model_config)
+            begun = time.monotonic()
+            try:
+                session.prepare_model(model_config, self.matrix.timeouts.ready_s)
+                return model_config, probe(session.handle, model_config)
+            finally:
+                self.phase_s["probe"] = self.phase_s.get("probe", 0.0) + time.monotonic() - begun
         except LaunchFailed:
             raise
         except Exception as exc:  # a missing asset, a probe on a server that just died: the cells, not the run
@@ -272,6 +309,7 @@ class Sweep:
         # Records carry the version that served them: a resumed cell keeps its first config, but this launch's
         # probe says what is running now.
         served = {**base, "stack_version": probe_result.stack_version or base.get("stack_version")}
+        begun = time.monotonic()
         died = self.run_seeds(cell, session, served, config, seeds, progress, task, template)
         status, error = CellStatus.COMPLETE, None
         if died:
@@ -282,8 +320,17 @@ class Sweep:
                 error = exc.error
             if died or error:
                 status = CellStatus.SERVER_DIED
+        seeds_s = time.monotonic() - begun  # a restart's start is in it (and in its launch record)
+        self.phase_s["seeds"] = self.phase_s.get("seeds", 0.0) + seeds_s
         launches = [*previous, *session.launches[serving:]]
-        final = {**base, "status": status.value, "started": started, "finished": now(), "launches": launches}
+        final = {
+            **base,
+            "status": status.value,
+            "started": started,
+            "finished": now(),
+            "launches": launches,
+            "timings": {"seeds_s": round(seeds_s, 3), "seed_runs": len(seeds)},
+        }
         self.store.write_cell(cell.cell_id, {**final, "error": error} if error else final)
         progress.cell_done(cell.cell_id, status.value)
 
