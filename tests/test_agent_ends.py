@@ -46,7 +46,7 @@ def test_a_mode_without_loop_detection_runs_into_the_turn_cap() -> None:
     assert [r.end for r in records] == [None, None, None, "turn_cap"]
 
 
-def test_a_torn_last_line_is_ignored_and_resume_drops_partial_seeds(tmp_path: Path) -> None:
+def test_a_torn_last_line_is_ignored_and_resume_supersedes_partial_seeds(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "run")
     store.create({"run_id": "run", "matrix": {}})
     base = {"cell_id": "c", "turn": 0, "tools_mode": "text-tools", "outcome": "valid_call"}
@@ -55,5 +55,7 @@ def test_a_torn_last_line_is_ignored_and_resume_drops_partial_seeds(tmp_path: Pa
     store.turns_path.write_text(json.dumps(finished) + "\n" + json.dumps(partial) + "\n" + '{"cell_id": "c", "se')
     assert [r["seed"] for r in store.read_turns()] == ["s1", "s2"]
     assert store.completed_seeds() == {("c", "s1")}
-    assert store.drop_incomplete() == 1
-    assert store.turns_path.read_text() == json.dumps(finished) + "\n"
+    assert store.supersede_unfinished() == 1
+    assert store.read_turns() == [finished, {**partial, "superseded": True}]
+    assert store.next_seed_attempt(("c", "s2")) == 1  # the rerun is a new seed attempt
+    assert store.turns_path.with_name("turns.jsonl.torn").read_text() == '{"cell_id": "c", "se\n'

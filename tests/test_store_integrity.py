@@ -56,15 +56,18 @@ def test_a_seed_whose_server_died_is_not_complete_and_gets_a_new_attempt(tmp_pat
     assert store.next_seed_attempt(("c", "s3")) == 0
 
 
-def test_resume_keeps_server_died_runs_and_drops_only_partial_ones(tmp_path: Path) -> None:
+def test_resume_keeps_server_died_runs_and_supersedes_only_partial_ones(tmp_path: Path) -> None:
     partial = turn("s3", 0, "valid_call")  # a killed run's unfinished seed
     store = make_run(tmp_path, [*DIED_THEN_RERUN[:3], partial])
-    assert store.drop_incomplete() == 1
-    assert [(r["seed"], r.get("end")) for r in store.read_turns()] == [
-        ("s1", None),
-        ("s1", "server_died"),
-        ("s2", "turn_cap"),
+    assert store.supersede_unfinished() == 1
+    assert [(r["seed"], r.get("end"), r.get("superseded", False)) for r in store.read_turns()] == [
+        ("s1", None, False),
+        ("s1", "server_died", False),
+        ("s2", "turn_cap", False),
+        ("s3", None, True),
     ]
+    assert store.supersede_unfinished() == 0  # a second resume marks nothing again
+    assert [r["seed"] for r in counted_turns(store.read_turns())] == ["s2"]
 
 
 def test_marking_superseded_keeps_every_record(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from orchestrator.runner.store import counted_turns
 from tests.conftest import REPLAY_DIR
 
 ENV = {**os.environ, "COLUMNS": "250"}
@@ -172,8 +173,11 @@ def test_records_of_a_resumed_seed_carry_the_version_that_served_them(tmp_path: 
     resumed = orchestrate("matrix", "--resume", str(run))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     partial = [r for r in read_turns(run) if r["cell_id"] + ".json" == PARTIAL_CELL]
-    versions = {(r["seed"] == killed_seed, r["stack_version"]) for r in partial}
+    versions = {(r["seed"] == killed_seed, r["stack_version"]) for r in counted_turns(partial)}
     assert versions == {(False, "0.30.8"), (True, "0.30.9")}
+    # The killed seed run's records stay on disk, superseded, with the version that served them.
+    cut_short = {(r["seed"], r["stack_version"]) for r in partial if r.get("superseded")}
+    assert cut_short == {(killed_seed, "0.30.8")}
     cell = json.loads((run / "cells" / PARTIAL_CELL).read_text())
     assert cell["stack_version"] == "0.30.8", "the cell keeps the config of its first launch"
     long = pd.read_csv(run / "report" / "cells_long.csv").set_index("cell_id")

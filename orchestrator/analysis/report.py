@@ -4,6 +4,9 @@ every config column), a wide table (model x stack config x mode), a paper-compat
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +27,11 @@ from orchestrator.core.replyfacts import (
     PROMPT_TRUNCATED_FLAG,
     TRUNCATED_FLAG,
 )
-from orchestrator.core.stats import BootstrapSettings, cell_stats
+from orchestrator.core.stats import BootstrapSettings, cells_stats
 from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, ToolsMode
 from orchestrator.runner.provenance import run_stacks
 from orchestrator.runner.store import RunStore, counted_turns
+from orchestrator.runner.storedamage import DAMAGED_STATUS
 from orchestrator.runner.streamstore import read_streams
 
 CONFIG_COLUMNS = [
@@ -60,6 +64,7 @@ CONFIG_COLUMNS = [
 ]
 PAPER_MODES = {"native": "native", "native+hint": "native_hint", "text-tools": "text_tools"}
 PAPER_FIELDS = ("seed", "lo", "hi", "pooled", "n", "rej", "n_seeds")
+DAMAGE_FILE = "DAMAGE.md"
 
 
 def _text(row: dict[str, Any]) -> str:
@@ -86,21 +91,33 @@ def _text(row: dict[str, Any]) -> str:
 def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) -> dict[str, Any]:
     """How a cell's seeds ended and what its turns carried beside their outcome. Task success is over seeds
     the model could carry to an end (UNRAN_SEED_ENDS: refused, context overflow, retries out, server died)."""
-    ends = [t for t in counted if t.get("end")]
-    ran = [t for t in ends if t["end"] not in UNRAN_SEED_ENDS]
-    flags = [flag for t in counted for flag in t.get("flags") or []]
-    details = [t.get("detail") or "" for t in counted]
+    # One pass over the records (a million-turn run reads each field once).
+    ends: list[str] = []
+    ran: list[bool] = []
+    flags: list[str] = []
+    details: list[str] = []
+    versions: set[str] = set()
+    for t in counted:
+        end, version = t.get("end"), t.get("stack_version")
+        if end:
+            ends.append(end)
+            if end not in UNRAN_SEED_ENDS:
+                ran.append(bool(t.get("task_success")))
+        flags += t.get("flags") or ()
+        details.append(t.get("detail") or "")
+        if version:
+            versions.add(str(version))
     return {
         "n_turn_records": len(all_turns),
         "n_superseded_records": len(all_turns) - len(counted),
         "seeds_finished": len(ends),
         "seeds_ran": len(ran),
-        "seeds_capped": sum(t["end"] == SeedEnd.TURN_CAP for t in ends),
-        "seeds_looping": sum(t["end"] == SeedEnd.LOOP for t in ends),
-        "seeds_context_overflow": sum(t["end"] == SeedEnd.CONTEXT_OVERFLOW for t in ends),
+        "seeds_capped": ends.count(SeedEnd.TURN_CAP),
+        "seeds_looping": ends.count(SeedEnd.LOOP),
+        "seeds_context_overflow": ends.count(SeedEnd.CONTEXT_OVERFLOW),
         "seeds_server_died": len({t["seed"] for t in all_turns if t.get("end") == SeedEnd.SERVER_DIED}),
-        "seeds_template_error": sum(t["end"] == SeedEnd.TEMPLATE_ERROR for t in ends),
-        "task_success": (sum(bool(t.get("task_success")) for t in ran) / len(ran)) if ran else None,
+        "seeds_template_error": ends.count(SeedEnd.TEMPLATE_ERROR),
+        "task_success": (sum(ran) / len(ran)) if ran else None,
         "n_empty": sum(d.startswith("empty:") for d in details),  # n_reasoning_only is a part of it
         "n_reasoning_only": sum(d == "empty:reasoning_only" for d in details),
         "n_unusable_2xx": sum(d.startswith("body:") for d in details),  # a 2xx with no message: final, not empty
@@ -113,8 +130,7 @@ def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) 
         "n_prompt_count_unavailable": flags.count(PROMPT_COUNT_UNAVAILABLE_FLAG),
         # The versions that served the counted turns: more than one when a resume met a changed server binary
         # (the config columns keep the first launch's version).
-        "stack_versions_served": " ".join(sorted({str(t["stack_version"]) for t in counted if t.get("stack_version")}))
-        or None,
+        "stack_versions_served": " ".join(sorted(versions)) or None,
     }
 
 
@@ -137,7 +153,7 @@ def load_run(store: RunStore, *, do_reclassify: bool = False) -> RunTurns:
     manifest = store.manifest()
     settings = BootstrapSettings.model_validate(manifest["matrix"].get("bootstrap", {}))
     cells = {cell["cell_id"]: cell for cell in store.read_cells()}
-    turns = store.read_turns()
+    turns = store.read_turns(view=not do_reclassify)  # reclassifying needs the raw replies the view skips
     if do_reclassify:
         turns = reclassify(turns, cells, run_stacks(store.dir), read_streams(store.dir))
     by_cell: dict[str, list[dict[str, Any]]] = {}
@@ -161,15 +177,14 @@ def long_table(
     pairs = stream_pairs(run.cells, run.counted, run.settings) if pairs is None else pairs
     markers = divergence_markers(pairs)
     rows = []
-    for cell_id, cell in sorted(run.cells.items(), key=lambda item: item[1].get("order", 0)):
+    ordered = sorted(run.cells.items(), key=lambda item: item[1].get("order", 0))
+    inputs = [
+        ([t["seed"] for t in counted], [t["outcome"] for t in counted], [t["turn"] for t in counted])
+        for counted in (run.counted.get(cell_id, []) for cell_id, _cell in ordered)
+    ]
+    for (cell_id, cell), stats in zip(ordered, cells_stats(inputs, run.settings), strict=True):  # one bootstrap batch
         all_turns = run.by_cell.get(cell_id, [])
         counted = run.counted.get(cell_id, [])
-        stats = cell_stats(
-            [t["seed"] for t in counted],
-            [t["outcome"] for t in counted],
-            run.settings,
-            turns=[t["turn"] for t in counted],
-        )
         row = {"cell_id": cell_id, **{c: cell.get(c) for c in CONFIG_COLUMNS}, **stats.model_dump()}
         row["status"] = cell.get("status") if cell.get("status") != CellStatus.COMPLETE else stats.status
         row["cell_status"] = cell.get("status")
@@ -259,12 +274,34 @@ def paper_tables(long: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
+    """Every report file of a run, all or nothing: the files are written to a temporary folder beside
+    report/ and renamed into place only once all are written, so a failure leaves the old report as it was.
+    A run read in recover mode with damage gets report/DAMAGE.md listing it (and its damaged cells marked
+    `cell_damaged` in the tables); a clean report removes a DAMAGE.md left from an earlier one."""
     run = load_run(store, do_reclassify=do_reclassify)
     pairs = stream_pairs(run.cells, run.counted, run.settings)  # bootstrapped once: the long table's markers too
     long = long_table(store, run=run, pairs=pairs)
+    if not long.empty and "cell_status" in long:
+        damaged = long["cell_status"] == DAMAGED_STATUS
+        long.loc[damaged, "text"] = long.loc[damaged, "text"] + " cell_damaged"
     wide = wide_table(long)
     out = store.dir / "report"
     out.mkdir(exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".report-", dir=store.dir))
+    try:
+        staged = _write_tables(store, run, long, wide, pairs, staging)
+        staged += _write_damage(store, staging)
+        written = _publish(staging, staged, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if not store.damage:
+        (out / DAMAGE_FILE).unlink(missing_ok=True)
+    return long, wide, written
+
+
+def _write_tables(
+    store: RunStore, run: RunTurns, long: pd.DataFrame, wide: pd.DataFrame, pairs: pd.DataFrame, out: Path
+) -> list[Path]:
     written = []
     tables: list[tuple[str, pd.DataFrame, bool]] = [("cells_long", long, False), ("cells_wide", wide, True)]
     # Request-semantics sections, written only where the run has them (a run without those axes has none).
@@ -282,4 +319,27 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
         table.to_csv(path, index=False)
         written.append(path)
     written += write_parallel_report(store, [t for turns in run.by_cell.values() for t in turns], out)
-    return long, wide, written
+    return written
+
+
+def _write_damage(store: RunStore, out: Path) -> list[Path]:
+    """report/DAMAGE.md: what of the run could not be read, so a partial report says it is one."""
+    if not store.damage:
+        return []
+    lines = "".join(f"- `{damage}`\n" for damage in store.damage)
+    path = out / DAMAGE_FILE
+    intro = "This report covers what of the run could be read; not read:"
+    path.write_text(f"# Damage in {store.run_id}\n\n{intro}\n\n{lines}")
+    return [path]
+
+
+def _publish(staging: Path, staged: list[Path], out: Path) -> list[Path]:
+    """Flush every staged file to disk, then rename each into report/ (renames within one filesystem)."""
+    for path in staged:
+        with path.open("rb+") as handle:
+            os.fsync(handle.fileno())
+    final = [out / path.relative_to(staging) for path in staged]
+    for path, target in zip(staged, final, strict=True):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        path.replace(target)
+    return final

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.analysis.views import probe_view, stats_view, wide_view
-from orchestrator.core.cell import PRIMARY_AXES, CellKey
-from orchestrator.core.jsonl import InputError, read_jsonl
+from orchestrator.cli.outcomerows import decode_outcome_rows, outcome_frame
+from orchestrator.core.cell import PRIMARY_AXES
+from orchestrator.core.jsonl import InputError, read_jsonl_batches
 from orchestrator.core.stats import BootstrapSettings, cell_table
-from orchestrator.core.types import ToolsMode
-from orchestrator.runner.store import counted_turns
+from orchestrator.core.types import Outcome, ToolsMode
+from orchestrator.runner.matrixentries import MAX_RESAMPLES, MAX_RNG_SEED
 from orchestrator.serving.registry import load_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure tool calling per serving stack.")
@@ -36,16 +39,16 @@ def fail(message: str) -> None:
 class TurnOutcomeRow(BaseModel):
     """The fields `orchestrate stats` needs from a turn record."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)  # a 1.0 turn, a "3" seed attempt: wrong, not coerced
     stack: str
     stack_config: str | None = None
     model: str
-    tools_mode: ToolsMode
+    tools_mode: ToolsMode = Field(strict=False)  # an enum's value as JSON gives it
     seed: str | int
-    turn: int
-    outcome: str
+    turn: int = Field(ge=0)
+    outcome: Outcome = Field(strict=False)  # one of the six, spelled exactly: `Valid_Call` is refused
     cell_id: str | None = None
-    seed_attempt: int = 0
+    seed_attempt: int = Field(0, ge=0)
     superseded: bool = False
     end: str | None = None
 
@@ -54,22 +57,20 @@ class TurnOutcomeRow(BaseModel):
 def stats_command(
     turns: Annotated[Path, typer.Argument(help="JSONL turn records.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array of cells.")] = False,
-    resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = BootstrapSettings().resamples,
-    rng_seed: Annotated[int, typer.Option(help="Bootstrap RNG seed (recorded).")] = BootstrapSettings().rng_seed,
+    resamples: Annotated[
+        int, typer.Option(min=1, max=MAX_RESAMPLES, help="Bootstrap resamples.")
+    ] = BootstrapSettings().resamples,
+    rng_seed: Annotated[
+        int, typer.Option(min=0, max=MAX_RNG_SEED, help="Bootstrap RNG seed (recorded).")
+    ] = BootstrapSettings().rng_seed,
 ) -> None:
     """Per-cell statistics over seeds: per-seed mean, bootstrap CI, pooled figure, flags."""
     try:
-        rows = [record.model_dump(mode="json") for _, record in read_jsonl(turns, TurnOutcomeRow)]
+        frame = outcome_frame(read_jsonl_batches(turns, TurnOutcomeRow, decode_outcome_rows))
     except InputError as exc:
         fail(str(exc))
-    for row in rows:
-        row["seed"] = str(row["seed"])
-        # Turns from a matrix run name their stack config (e.g. vllm-default vs vllm-hermes): keep them apart.
-        row["stack_config"] = row["stack_config"] or row["stack"]
-        row["cell_id"] = row["cell_id"] or CellKey(**{k: row[k] for k in PRIMARY_AXES}).cell_id
-    rows = counted_turns(rows)  # a rerun seed's aborted records are kept on disk, never counted
     keys = ("stack", *PRIMARY_AXES)
-    table = cell_table(rows, BootstrapSettings(resamples=resamples, rng_seed=rng_seed), keys=keys)
+    table = cell_table(frame, BootstrapSettings(resamples=resamples, rng_seed=rng_seed), keys=keys)
     if as_json:
         sys.stdout.write(json.dumps(json.loads(table.to_json(orient="records")), indent=2) + "\n")
         return
@@ -215,42 +216,69 @@ def validate_command(matrix_file: Annotated[Path, typer.Argument(help="matrices/
 
     matrix, digest = _load_matrix(matrix_file)
     plans = expand(matrix)
-    view = Table(title=f"{matrix_file} ({digest[:12]}): {len(plans)} servers, {sum(len(p.cells) for p in plans)} cells")
+    cells = sum(len(p.cells) for p in plans)
+    # Table titles and cells are rich markup: a file name such as `[/x].yaml` is printed, not parsed.
+    view = Table(title=f"{escape(str(matrix_file))} ({digest[:12]}): {len(plans)} servers, {cells} cells")
     for column in ("server", "launcher", "tool flags", "cell", "seeds"):
         view.add_column(column, overflow="fold")
     for plan in plans:
         flags = " ".join(load_stack(plan.stack.stack).tool_config(plan.stack.resolved_tool_config).flags) or "—"
         for index, cell in enumerate(plan.cells):
             first = index == 0
-            view.add_row(
-                plan.server_id if first else "",
-                plan.stack.launcher if first else "",
-                flags if first else "",
-                cell.cell_id,
-                str(len(cell.seeds)),
-            )
+            row = (plan.server_id, plan.stack.launcher, flags) if first else ("", "", "")
+            view.add_row(*(escape(text) for text in (*row, cell.cell_id, str(len(cell.seeds)))))
     console.print(view)
 
 
 def _print_wide(store_dir: Path) -> None:
     from orchestrator.analysis.report import write_report
+    from orchestrator.runner.diskfull import named_writes
     from orchestrator.runner.store import RunStore
 
     store = RunStore(store_dir)
-    _long, wide, written = write_report(store)
-    console.print(wide_view(wide, store_dir.name))
+    with named_writes(store_dir / "report"):  # a full disk names the report directory
+        _long, wide, written = write_report(store)
+    console.print(wide_view(wide, escape(store_dir.name)))
     if store.manifest().get("matrix", {}).get("channels"):
         from orchestrator.analysis.gate import format_gate_results
         from orchestrator.analysis.productreport import write_channel_report
 
         markdown, results, _written = write_channel_report(store)
-        console.print(markdown, highlight=False, soft_wrap=True)
+        console.print(escape(markdown), highlight=False, soft_wrap=True)  # names in it are text, not markup
         if results:
-            console.print(format_gate_results(results), highlight=False, soft_wrap=True)
-    console.print(f"report: {written[0].parent}", highlight=False)
+            console.print(escape(format_gate_results(results)), highlight=False, soft_wrap=True)
+    console.print(f"report: {escape(str(written[0].parent))}", highlight=False)
+
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def fails_on_full_disk(command: Command) -> Command:
+    """A full disk (ENOSPC, EDQUOT, EFBIG) anywhere in a run is one clear error naming the file, no traceback:
+    the sweep has stopped and its servers are down (their context managers ran), what was written is intact."""
+    from orchestrator.runner.diskfull import full_disk_error
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as exc:
+            full = full_disk_error(exc)
+            if full is None:
+                raise
+            run_dir = kwargs.get("resume") or next(
+                (p for p in Path(str(full.filename)).parents if (p / "manifest.json").is_file()), None
+            )
+            then = f"free space, then `orchestrate matrix --resume {run_dir}`" if run_dir else "free space and rerun"
+            fail(f"{full}; the sweep stopped, its servers are down, the records written so far are intact: {then}")
+
+    return wrapper  # type: ignore[return-value]
 
 
 @app.command("matrix")
+@fails_on_full_disk
 def matrix_command(
     matrix_file: Annotated[Path | None, typer.Argument(help="matrices/*.yaml")] = None,
     resume: Annotated[Path | None, typer.Option("--resume", help="Finish what is missing in RUN_DIR.")] = None,
@@ -260,6 +288,7 @@ def matrix_command(
     ] = False,
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
+    from orchestrator.core.redact import REDACTED
     from orchestrator.runner.guards import GuardConfigError
     from orchestrator.runner.matrix import Matrix
     from orchestrator.runner.mcpclient import McpError
@@ -273,6 +302,11 @@ def matrix_command(
     if resume is not None:
         try:  # the matrix is checked before the resume changes anything in the run
             matrix = Matrix.model_validate(RunStore(resume).manifest()["matrix"])
+            if any(REDACTED in arg for stack in matrix.stacks for arg in stack.extra_args):
+                fail(
+                    f"{resume}/manifest.json: the matrix passed a secret in extra_args, which the run did not store; "
+                    "a resume cannot restore it: pass it as `${NAME}` (read from the environment at launch)"
+                )
             store = resume_run(resume, allow_drift=allow_drift)
         except (StoreError, DriftError, KeyError) as exc:
             fail(str(exc))
@@ -286,7 +320,7 @@ def matrix_command(
             fail(str(exc))
     else:
         fail("give a matrix file, or --resume RUN_DIR")
-    console.print(f"run {store.run_id} -> {store.dir}", highlight=False)
+    console.print(f"run {escape(store.run_id)} -> {escape(str(store.dir))}", highlight=False)
     started = time.monotonic()
     try:
         guards = recorded_guards(store) if resume is not None else None  # a resume keeps the run's guard set
@@ -304,13 +338,25 @@ def matrix_command(
 def report_command(
     run_dir: Annotated[Path, typer.Argument(help="results/<run_id>")],
     reclassify: Annotated[bool, typer.Option("--reclassify", help="Recompute outcomes from raw answers.")] = False,
+    allow_damaged: Annotated[
+        bool,
+        typer.Option(
+            "--allow-damaged",
+            help="Report what is intact of a damaged run (damaged lines, cell files, a lost manifest), "
+            "listing the damage in report/DAMAGE.md.",
+        ),
+    ] = False,
 ) -> None:
-    """Long and wide tables (CSV, Parquet, Markdown, HTML) and the paper-compatible CSV, from stored results."""
+    """Long and wide tables (CSV, Parquet, Markdown, HTML) and the paper-compatible CSV, from stored results.
+    All or nothing: on any error the existing report is left as it was."""
     from orchestrator.analysis.report import write_report
     from orchestrator.runner.store import RunStore, StoreError
 
+    def warn(message: str) -> None:
+        err_console.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+    store = RunStore(run_dir, recover=allow_damaged, warn=warn)
     try:
-        store = RunStore(run_dir)
         _long, wide, written = write_report(store, do_reclassify=reclassify)
         if store.manifest().get("matrix", {}).get("channels"):
             from orchestrator.analysis.productreport import write_channel_report
@@ -318,9 +364,15 @@ def report_command(
             written += write_channel_report(store)[2]
     except StoreError as exc:
         fail(str(exc))
+    except (KeyError, TypeError, ValueError) as exc:  # a readable record or cell lacking what the report needs
+        fail(f"{run_dir}: the stored results cannot be reported ({type(exc).__name__}: {exc}); report left as it was")
+    except OSError as exc:
+        fail(f"{run_dir}: cannot write the report: {exc}; report left as it was")
     console.print(wide.to_string() if not wide.empty else "(no cells)", highlight=False, soft_wrap=True)
     for path in written:
         console.print(f"wrote {path}", highlight=False)
+    if store.damage:
+        warn(f"{len(store.damage)} damaged thing(s) in {run_dir}: listed in {run_dir / 'report' / 'DAMAGE.md'}")
 
 
 # Commands that explain a finished run live in their own modules; importing them registers them on `app`.

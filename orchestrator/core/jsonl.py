@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, BinaryIO, TypeVar
 
+import msgspec
 from pydantic import BaseModel, ValidationError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+MAX_LINE_BYTES = 64 * 1024 * 1024  # far above any record; a longer line is refused before it fills memory
 
 
 class InputError(Exception):
@@ -23,25 +26,138 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def read_jsonl(path: Path, model: type[ModelT]) -> Iterator[tuple[int, ModelT]]:
-    """Yield (line number, record) for each non-blank line; raise InputError on the first bad one."""
+    """Yield (line number, record) for each non-blank line; raise InputError on the first bad one. Lines end
+    at `\n` only (a JSON string may hold U+2028); each must be UTF-8 JSON, an object, at most MAX_LINE_BYTES
+    long and nested no deeper than the JSON reader allows."""
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    with handle:
+        number = 0
+        while True:
+            try:
+                raw = handle.readline(MAX_LINE_BYTES + 1)
+            except OSError as exc:  # a directory, a device that fails mid-read
+                raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+            if not raw:
+                return
+            number += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise InputError(f"{path}:{number}: line longer than {MAX_LINE_BYTES} bytes: not a record")
+            if raw.strip():
+                yield number, _record(path, number, raw, model)
+
+
+def _record(path: Path, number: int, raw: bytes, model: type[ModelT]) -> ModelT:
+    where = f"{path}:{number}"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1})") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{where}: bad JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise InputError(f"{where}: bad JSON: nested too deeply to read") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(f"{where}: {_first_error(exc)}") from exc
+    except RecursionError as exc:
+        raise InputError(f"{where}: record nested too deeply to read") from exc
+
+
+READ_CHUNK = 16 * 1024 * 1024  # bytes read at a time: a file of any size is read in bounded memory
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Complete lines of a file (`data` ends at a `\\n`, or is the unended tail), numbered from `first`."""
+
+    first: int
+    data: bytes
+    lines: int
+    unended: bool = False
+
+
+def iter_chunks(handle: BinaryIO, max_line: int = MAX_LINE_BYTES) -> Iterator[Chunk]:
+    """A binary file as chunks of whole lines, about READ_CHUNK bytes each, then its unended tail (if any);
+    ValueError on a line longer than `max_line` bytes (refused before it fills memory)."""
+    number, carry = 1, b""
+    while chunk := handle.read(READ_CHUNK):
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n") + 1
+        complete, carry = data[:cut], data[cut:]
+        lines = complete.count(b"\n")
+        if len(carry) > max_line:
+            raise ValueError(f"line {number + lines} is longer than {max_line} bytes: not a record")
+        if len(complete) > max_line:  # only after a long carry: find the line that ran past the limit
+            for index, line in enumerate(complete.split(b"\n")):
+                if len(line) > max_line:
+                    raise ValueError(f"line {number + index} is longer than {max_line} bytes: not a record")
+        if complete:
+            yield Chunk(number, complete, lines)
+            number += lines
+    if carry:
+        yield Chunk(number, carry, 1, unended=True)
+
+
+def numbered_lines(chunk: Chunk) -> Iterator[tuple[int, bytes]]:
+    """(line number, line without its `\\n`) for each non-blank line of a chunk."""
+    lines = chunk.data.split(b"\n")
+    if not chunk.unended:
+        lines.pop()
+    return ((chunk.first + i, raw) for i, raw in enumerate(lines) if raw.strip())
+
+
+def bulk_decoded(chunk: Chunk, decode_lines: Callable[[bytes], list[Any]]) -> list[Any] | None:
+    """Every line of a chunk decoded at once (fast), or None where the line-by-line reader must decide: the bulk
+    decoder failed, or read another number of records than the chunk has lines (a blank line, two objects on
+    one line). A chunk with both, as many blank lines as extra objects, reads its two-object lines as records."""
+    if chunk.unended:
+        return None
+    try:
+        records = decode_lines(chunk.data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    return records if len(records) == chunk.lines else None
+
+
+def read_jsonl_batches(
+    path: Path, model: type[ModelT], decode_lines: Callable[[bytes], list[dict[str, Any]]]
+) -> Iterator[list[dict[str, Any]]]:
+    """What `read_jsonl` yields, as `model_dump(mode="json")` dicts in batches of a chunk's lines, for files of
+    millions of lines: a chunk of good lines is decoded at once by `decode_lines` (msgspec, typed as strictly as
+    `model`; defaults filled from `model`), and a chunk it refuses is read line by line by `read_jsonl`'s own
+    reader, which names the bad line (or, where the two disagree, is the one obeyed)."""
+    defaults = {name: field.get_default() for name, field in model.model_fields.items() if not field.is_required()}
+    try:
+        handle = path.open("rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with handle:
         try:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
+            for chunk in iter_chunks(handle):
+                rows = bulk_decoded(chunk, decode_lines)
+                if rows is None:
+                    yield [_record(path, n, raw, model).model_dump(mode="json") for n, raw in numbered_lines(chunk)]
                     continue
-                try:
-                    data = json.loads(line)
-                except ValueError as exc:
-                    raise InputError(f"{path}:{number}: bad JSON: {exc}") from exc
-                if not isinstance(data, dict):
-                    raise InputError(f"{path}:{number}: expected a JSON object, got {type(data).__name__}")
-                try:
-                    yield number, model.model_validate(data)
-                except ValidationError as exc:
-                    raise InputError(f"{path}:{number}: {_first_error(exc)}") from exc
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text: {exc}") from exc
+                for row in rows:
+                    for name, default in defaults.items():
+                        row.setdefault(name, default)
+                yield rows
+        except (OSError, ValueError) as exc:
+            raise InputError(_read_error(path, exc)) from exc
+
+
+def _read_error(path: Path, exc: OSError | ValueError) -> str:
+    """`path:N: line longer than ...` for an overlong line (as `read_jsonl` says it), else what failed."""
+    text = str(exc)
+    if text.startswith("line ") and " is longer than " in text:
+        number, rest = text[len("line ") :].split(" is ", 1)
+        return f"{path}:{number}: line {rest}"
+    return f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"

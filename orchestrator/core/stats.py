@@ -12,7 +12,7 @@ sequences among the defined seeds, and a `degenerate_seeds` flag when they colla
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -61,6 +61,24 @@ class CellStats(BaseModel):
     rng_seed: int
 
 
+MAX_DRAW_INDICES = 1 << 24  # one block of resample indices (128 MiB as int64): the bootstrap's memory bound
+
+
+def _resample_blocks(rng: np.random.Generator, n: int, resamples: int) -> Iterator[np.ndarray]:
+    """Resample index matrices (rows of `n` seed indices), `resamples` rows in all, in blocks of at most
+    MAX_DRAW_INDICES indices (every figure in practice fits one: 10,000 x 8 is 80,000). The blocks are the very
+    draws of one call: numpy's bounded int64 draws carry nothing across calls (tests/test_scale_readers.py)."""
+    rows = max(1, MAX_DRAW_INDICES // n)
+    for start in range(0, resamples, rows):
+        yield rng.integers(0, n, size=(min(rows, resamples - start), n))
+
+
+def _interval(means: np.ndarray, settings: BootstrapSettings) -> tuple[float, float]:
+    alpha = (1.0 - settings.confidence) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha], axis=-1)
+    return float(np.clip(low, 0.0, 1.0)), float(np.clip(high, 0.0, 1.0))
+
+
 def bootstrap_mean_interval(values: np.ndarray, settings: BootstrapSettings = DEFAULT_BOOTSTRAP) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean over `values` (one value per seed)."""
     values = np.asarray(values, dtype=float)
@@ -69,10 +87,55 @@ def bootstrap_mean_interval(values: np.ndarray, settings: BootstrapSettings = DE
     if values.size == 1 or np.all(values == values[0]):
         return float(values[0]), float(values[0])  # no spread to resample: the interval is the point
     rng = np.random.default_rng(settings.rng_seed)
-    means = values[rng.integers(0, values.size, size=(settings.resamples, values.size))].mean(axis=1)
+    blocks = _resample_blocks(rng, values.size, settings.resamples)
+    means = np.concatenate([values[block].mean(axis=1) for block in blocks])
+    return _interval(means, settings)
+
+
+def bootstrap_mean_intervals(
+    groups: Sequence[np.ndarray], settings: BootstrapSettings = DEFAULT_BOOTSTRAP
+) -> list[tuple[float, float]]:
+    """`bootstrap_mean_interval` of many cells at once, each result identical to the one-cell call: every cell
+    draws from a generator seeded alike, so cells with the same number of seeds share their index blocks, drawn
+    once per slice of cells. Memory: a block of at most MAX_DRAW_INDICES indices, and per slice at most about
+    MAX_DRAW_INDICES gathered values and resample means (8 bytes each), whatever the cells and resamples."""
+    results: list[tuple[float, float] | None] = [None] * len(groups)
+    by_size: dict[int, list[int]] = {}
+    for position, group in enumerate(groups):
+        values = np.asarray(group, dtype=float)
+        if values.size == 0:
+            raise ValueError("bootstrap needs at least one value")
+        if values.size == 1 or np.all(values == values[0]):
+            results[position] = (float(values[0]), float(values[0]))
+        else:
+            by_size.setdefault(values.size, []).append(position)
+    for positions in by_size.values():
+        matrix = np.asarray([np.asarray(groups[p], dtype=float) for p in positions])
+        bounds = np.concatenate([_slice_bounds(chunk, settings) for chunk in _cell_slices(matrix, settings)], axis=1)
+        for column, position in enumerate(positions):
+            results[position] = (float(bounds[0, column]), float(bounds[1, column]))
+    return [r for r in results if r is not None]
+
+
+def _cell_slices(matrix: np.ndarray, settings: BootstrapSettings) -> Iterator[np.ndarray]:
+    """Cells a few at a time, so that their resample means (cells x resamples) and one block's gathered values
+    (cells x block) stay within MAX_DRAW_INDICES elements each."""
+    per_cell = settings.resamples * matrix.shape[1]
+    cells = max(1, MAX_DRAW_INDICES // per_cell)
+    for first in range(0, len(matrix), cells):
+        yield matrix[first : first + cells]
+
+
+def _slice_bounds(chunk: np.ndarray, settings: BootstrapSettings) -> np.ndarray:
+    """The (low, high) rows of a slice of cells with the same number of seeds: each cell's draws are the draws
+    of a generator seeded alike, as in the one-cell call."""
+    means = np.empty((len(chunk), settings.resamples))
+    start = 0
+    for block in _resample_blocks(np.random.default_rng(settings.rng_seed), chunk.shape[1], settings.resamples):
+        means[:, start : start + len(block)] = chunk[:, block].mean(axis=2)
+        start += len(block)
     alpha = (1.0 - settings.confidence) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return float(np.clip(low, 0.0, 1.0)), float(np.clip(high, 0.0, 1.0))
+    return np.clip(np.quantile(means, [alpha, 1.0 - alpha], axis=1), 0.0, 1.0)
 
 
 def per_seed_fidelity(seeds: Sequence[Any], outcomes: Sequence[str]) -> dict[str, float | None]:
@@ -121,6 +184,45 @@ def cell_stats(
     not to read its interval as seed-to-seed variation (vary the seeds, or run more samples per seed).
     With fewer than 3 seeds two sequences are no collapse; `few_seeds` flags such cells already.
     """
+    return cells_stats([(seeds, outcomes, turns)], settings)[0]
+
+
+CellInput = tuple[Sequence[Any], Sequence[str], Sequence[int] | None]  # (seeds, outcomes, turns or None)
+
+
+def cells_stats(cells: Sequence[CellInput], settings: BootstrapSettings = DEFAULT_BOOTSTRAP) -> list[CellStats]:
+    """`cell_stats` of many cells, their bootstrap intervals drawn in one batch (`bootstrap_mean_intervals`):
+    each result is the one-cell call's."""
+    parts = [_cell_parts(seeds, outcomes, turns, settings) for seeds, outcomes, turns in cells]
+    defined = [index for index, (_common, fidelities) in enumerate(parts) if fidelities is not None]
+    intervals = dict(zip(defined, bootstrap_mean_intervals([parts[i][1] for i in defined], settings), strict=True))
+    results = []
+    for index, (common, fidelities) in enumerate(parts):
+        if fidelities is None:
+            undefined = {"per_seed_mean": None, "ci_low": None, "ci_high": None, "pooled": None}
+            results.append(CellStats(**undefined, pooled_gap=False, status="undefined", **common))
+            continue
+        per_seed_mean = float(fidelities.mean())
+        pooled = common["n_valid"] / common["n_eligible_turns"]
+        low, high = intervals[index]
+        results.append(
+            CellStats(
+                per_seed_mean=per_seed_mean,
+                ci_low=low,
+                ci_high=high,
+                pooled=pooled,
+                pooled_gap=bool(abs(pooled - per_seed_mean) > POOLED_GAP_THRESHOLD),
+                status="ok",
+                **common,
+            )
+        )
+    return results
+
+
+def _cell_parts(
+    seeds: Sequence[Any], outcomes: Sequence[str], turns: Sequence[int] | None, settings: BootstrapSettings
+) -> tuple[dict[str, Any], np.ndarray | None]:
+    """A cell's counts and flags, and its defined per-seed fidelities (None when no turn is eligible)."""
     if turns is not None and len(turns) != len(seeds):
         raise ValueError(f"turns has {len(turns)} entries for {len(seeds)} seeds")
     seed_array = np.asarray([str(s) for s in seeds], dtype=object)
@@ -128,43 +230,24 @@ def cell_stats(
     rejected = outcome_array == Outcome.REJECTED_REQUEST.value
     non_response = outcome_array == Outcome.NON_RESPONSE.value
     eligible = ~(rejected | non_response)
-    valid = outcome_array == Outcome.VALID_CALL.value
-
     n_eligible = int(eligible.sum())
-    n_valid = int(valid.sum())
     per_seed = per_seed_fidelity(seed_array, outcome_array)
     defined = np.asarray([value is not None for value in per_seed.values()], dtype=bool)
     fidelities = np.asarray([value for value in per_seed.values() if value is not None], dtype=float)
     n_distinct = len(set(outcome_sequences(seed_array, outcome_array, eligible, turns).values()))
-
     common = {
         "n_seeds": int(defined.sum()),
         "n_distinct_sequences": n_distinct,
         "degenerate_seeds": bool(defined.sum() >= DEGENERATE_MIN_SEEDS and n_distinct <= DEGENERATE_MAX_SEQUENCES),
         "n_eligible_turns": n_eligible,
-        "n_valid": n_valid,
+        "n_valid": int((outcome_array == Outcome.VALID_CALL.value).sum()),
         "n_rejected": int(rejected.sum()),
         "n_non_response": int(non_response.sum()),
         "few_seeds": bool(defined.sum() < FEW_SEEDS_THRESHOLD),
         "resamples": settings.resamples,
         "rng_seed": settings.rng_seed,
     }
-    if n_eligible == 0:
-        return CellStats(
-            per_seed_mean=None, ci_low=None, ci_high=None, pooled=None, pooled_gap=False, status="undefined", **common
-        )
-    per_seed_mean = float(fidelities.mean())
-    pooled = n_valid / n_eligible
-    low, high = bootstrap_mean_interval(fidelities, settings)
-    return CellStats(
-        per_seed_mean=per_seed_mean,
-        ci_low=low,
-        ci_high=high,
-        pooled=pooled,
-        pooled_gap=bool(abs(pooled - per_seed_mean) > POOLED_GAP_THRESHOLD),
-        status="ok",
-        **common,
-    )
+    return common, (fidelities if n_eligible else None)
 
 
 def cell_table(
@@ -177,9 +260,13 @@ def cell_table(
     columns = [*keys, *CellStats.model_fields]
     if frame.empty:
         return pd.DataFrame(columns=columns)
-    rows = []
-    for key_values, group in frame.groupby(list(keys), sort=True, dropna=False):
-        turns = group["turn"].tolist() if "turn" in group.columns else None
-        stats = cell_stats(group["seed"].tolist(), group["outcome"].tolist(), settings, turns=turns)
-        rows.append({**dict(zip(keys, key_values, strict=True)), **stats.model_dump()})
+    groups = list(frame.groupby(list(keys), sort=True, dropna=False))
+    inputs = [
+        (group["seed"].tolist(), group["outcome"].tolist(), group["turn"].tolist() if "turn" in group.columns else None)
+        for _key, group in groups
+    ]
+    rows = [
+        {**dict(zip(keys, key_values, strict=True)), **stats.model_dump()}
+        for (key_values, _group), stats in zip(groups, cells_stats(inputs, settings), strict=True)
+    ]
     return pd.DataFrame(rows, columns=columns)

@@ -77,7 +77,7 @@ def open_ablation(
         if recorded != wanted:
             raise AblationError(f"{directory} ablates {recorded}, not {wanted}: move it away to start another")
         cleanup(store.run_id)  # servers a killed ablation left behind
-        store.drop_incomplete()
+        store.supersede_unfinished()
         store.update_manifest(resumes=[*store.manifest().get("resumes", []), {"at": now(), "drift": differences}])
         return store, matrix, active
     extra = {

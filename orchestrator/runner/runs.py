@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.redact import redact_matrix
 from orchestrator.core.types import SCHEMA_VERSION
 from orchestrator.runner.guards import GUARDS_ENV, active_guards
 from orchestrator.runner.matrix import Matrix
@@ -44,7 +45,7 @@ def start_run_in(
             "run_id": store.run_id,
             "matrix_file": str(matrix_path),
             "matrix_sha256": matrix_sha256,
-            "matrix": matrix.model_dump(mode="json"),
+            "matrix": redact_matrix(matrix.model_dump(mode="json")),  # `--api-key VALUE`: never stored
             "git": git,
             "provenance": fingerprint(git),
             "packages": package_versions(),
@@ -97,7 +98,8 @@ class DriftError(ValueError):
 
 
 def resume_run(run_dir: Path, *, allow_drift: bool = False) -> RunStore:
-    """Reopen a run: refuse (or record) drift, remove servers a killed process left behind, drop partial seeds."""
+    """Reopen a run: refuse (or record) drift, mark partial seeds' records superseded (repairing a torn last line
+    or a damaged cell file, recorded in the resume entry), remove servers a killed process left behind."""
     store = RunStore(run_dir)
     manifest = store.manifest()
     differences = drift(manifest.get("provenance"), fingerprint(git_state()))
@@ -107,8 +109,10 @@ def resume_run(run_dir: Path, *, allow_drift: bool = False) -> RunStore:
             f"{run_dir}: the run was made with other files than today's:\n  {listed}\n"
             "resume with --allow-drift to go on anyway (the drift is recorded in the manifest)"
         )
-    resumes = [*manifest.get("resumes", []), {"at": now(), "drift": differences, "allowed": bool(differences)}]
+    store.supersede_unfinished()  # a damaged line is an error before anything changes; what it repairs is recorded
+    entry = {"at": now(), "drift": differences, "allowed": bool(differences)}
+    repaired = [str(damage) for damage in store.damage]
+    resumes = [*manifest.get("resumes", []), {**entry, "repaired": repaired} if repaired else entry]
     store.update_manifest(resumes=resumes)
     cleanup(store.run_id)
-    store.drop_incomplete()
     return store

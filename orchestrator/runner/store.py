@@ -1,21 +1,58 @@
 """The results store: `results/<run_id>/` with manifest.json, an append-only turns.jsonl flushed per turn,
 and one JSON file per cell with its full stack config. Resumable: a seed is done when its last record
-carries `end` (and that end is not `server_died`); partial seeds are dropped and rerun. A seed rerun after
-its server died keeps the aborted run's records, marked `superseded`: nothing lost, nothing counted twice."""
+carries `end` (and that end is not `server_died`). A seed rerun after its server died, or after the harness was
+killed under it, keeps the aborted run's records, marked `superseded`: nothing lost, nothing counted twice.
+
+Damage (what a reader meets in a run directory a crash, a full disk or a hand edit left behind):
+- a torn last line of turns.jsonl (bytes after the last newline that are no record: the signature of a writer
+  killed mid-write) is not a record. Reading skips it with a warning naming file and line; its seed has no
+  complete record, so it is unfinished and a resume reruns it. The resume (and the first append of a store)
+  moves the fragment to `turns.jsonl.torn` before writing, so no record is glued onto it and no byte is lost.
+- any other line that is not a turn record (bad JSON, not UTF-8, missing or mistyped fields, an outcome that is
+  not one of the six) may be a real record: it is an error naming file and line, and nothing is changed,
+  neither by a resume nor by a report. `RunStore(..., recover=True)` (`report --allow-damaged`) reads what is
+  intact instead, the damaged lines listed as `damage` and warned about.
+- a cell file that is not one: an error when reading; a resume moves it aside to `cells/<id>.json.damaged`
+  (warned about; the sweep rebuilds the cell from a new launch); in recover mode it reads as a stand-in cell
+  (status `damaged`, the axes its turns name).
+- a missing or unreadable manifest: an error (a resume cannot know the matrix); in recover mode a stand-in
+  with an empty matrix (default bootstrap settings), warned about.
+- a missing turns.jsonl: always an error (a run's directory has one from its start)."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import platform
 import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SeedEnd, TurnRecord
+from orchestrator.runner.diskfull import append_line, named_writes
+from orchestrator.runner.storedamage import (
+    CELL_HINT,
+    MANIFEST_HINT,
+    TORN,
+    Damage,
+    LineError,
+    aside_path,
+    damaged_lines_message,
+    decoded,
+    iter_file_batches,
+    load_json,
+    standin_cell,
+    turn_record,
+    view_record,
+)
+from orchestrator.runner.turnview import decode_views
 from orchestrator.serving.registry import REPO_ROOT
 
 PACKAGES = ("toolcall-matrix", "pydantic", "httpx", "numpy", "pandas", "docker", "jsonschema", "typer", "jinja2")
@@ -60,7 +97,6 @@ def package_versions() -> dict[str, str | None]:
 
 
 SeedKey = tuple[str, str]  # (cell id, seed id)
-TURN_KEYS = ("cell_id", "seed", "turn", "outcome", "tools_mode")
 
 
 @dataclass(frozen=True)
@@ -103,13 +139,36 @@ def counted_turns(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records statistics count: not superseded by a rerun, and not from a seed run whose server
     died under it (an aborted run is kept on disk, never counted)."""
     died = {run_key(r) for r in records if r.get("end") == SeedEnd.SERVER_DIED}
+    if not died:  # the common case: no seed run to look up
+        return [r for r in records if not r.get("superseded")]
     return [r for r in records if not r.get("superseded") and run_key(r) not in died]
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
+    """Write to a temporary name, flush it to disk, then rename: a crash leaves the old file or the new one."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str, sort_keys=False))
+    with named_writes(path, remove=tmp), tmp.open("w", encoding="utf-8") as handle:  # a full disk: DiskFull
+        handle.write(json.dumps(data, indent=2, default=str, sort_keys=False))
+        handle.flush()
+        os.fsync(handle.fileno())
     tmp.replace(path)
+
+
+def warn_stderr(message: str) -> None:
+    sys.stderr.write(f"warning: {message}\n")
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection while a million records are built: records hold no cycles, and each
+    collection would walk every object built so far (a read that grows quadratically)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class StoreError(ValueError):
@@ -117,17 +176,29 @@ class StoreError(ValueError):
 
 
 class RunStore:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, *, recover: bool = False, warn: Callable[[str], None] = warn_stderr) -> None:
+        """`recover`: read what is intact of a damaged run (damaged lines skipped, stand-ins for a damaged cell
+        file or manifest), each damage warned about once and listed in `damage`. Without it they are errors."""
         self.dir = run_dir
         self.turns_path = run_dir / "turns.jsonl"
         self.cells_dir = run_dir / "cells"
         self.manifest_path = run_dir / "manifest.json"
-        self._handle: TextIO | None = None
+        self.recover = recover
+        self.warn = warn
+        self.damage: list[Damage] = []
+        self._torn: bytes | None = None  # the torn last line read last, if any
+        self._handle: BinaryIO | None = None
         self._states: dict[SeedKey, SeedState] | None = None
 
     @property
     def run_id(self) -> str:
         return self.dir.name
+
+    def note(self, damage: Damage) -> None:
+        """Record a damage once (reads repeat) and warn about it."""
+        if damage not in self.damage:
+            self.damage.append(damage)
+            self.warn(str(damage))
 
     def create(self, manifest: dict[str, Any]) -> None:
         self.dir.mkdir(parents=True, exist_ok=False)
@@ -137,36 +208,57 @@ class RunStore:
 
     def manifest(self) -> dict[str, Any]:
         try:
-            data = json.loads(self.manifest_path.read_text())
+            data = load_json(self.manifest_path.read_bytes())
+        except FileNotFoundError:
+            problem = "missing (not a run directory, or its manifest was lost): a resume cannot know the matrix"
         except (OSError, ValueError) as exc:
-            raise StoreError(f"{self.manifest_path}: not a run manifest ({exc})") from exc
-        if not isinstance(data, dict):
-            raise StoreError(f"{self.manifest_path}: not a run manifest (a JSON object is expected)")
-        return check_schema(str(self.manifest_path), data)
+            problem = f"not a run manifest ({exc})"
+        else:
+            if isinstance(data, dict):
+                return check_schema(str(self.manifest_path), data)
+            problem = "not a run manifest (a JSON object is expected)"
+        if not self.recover:
+            raise StoreError(f"{self.manifest_path}: {problem}; {MANIFEST_HINT}")
+        self.note(Damage(self.manifest_path, None, "no_manifest", f"{problem}; reporting with default settings"))
+        return {"run_id": self.run_id, "matrix": {}}
 
     def update_manifest(self, **fields: Any) -> None:
         write_json_atomic(self.manifest_path, {**self.manifest(), **fields})
 
-    def read_turns(self) -> list[dict[str, Any]]:
-        """All stored turn records. A torn last line (a crash mid-write) is ignored; other bad lines are errors."""
-        if not self.turns_path.is_file():
-            return []
-        lines = self.turns_path.read_text().splitlines()
-        records = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                if number == len(lines):
-                    break
-                raise StoreError(f"{self.turns_path}:{number}: bad JSON: {exc}") from exc
-            where = f"{self.turns_path}:{number}"
-            if not isinstance(record, dict) or not all(key in record for key in TURN_KEYS):
-                raise StoreError(f"{where}: not a turn record (needs {', '.join(TURN_KEYS)})")
-            records.append(check_schema(where, record))
+    def read_turns(self, *, view: bool = False) -> list[dict[str, Any]]:
+        """All stored turn records. A torn last line is skipped with a warning; any other damaged line is an
+        error naming file and line (skipped with a warning in recover mode). See the module's damage policy.
+        The file is read a chunk at a time; `view`: each record as a lean `TurnView` (runner/turnview.py) of
+        the fields the report reads, for runs of millions of turns."""
+        records: list[dict[str, Any]] = []
+        bad: list[Damage] = []
+        self._torn = None
+        try:
+            with paused_gc():
+                self._read_into(records, bad, view)
+        except FileNotFoundError as exc:
+            raise StoreError(f"{self.turns_path}: missing: the run has no turn records (nothing was changed)") from exc
+        except OSError as exc:
+            raise StoreError(f"{self.turns_path}: cannot read: {exc.strerror or exc}") from exc
+        if bad and not self.recover:
+            raise StoreError(damaged_lines_message(bad))
+        for damage in bad:
+            self.note(damage)
         return records
+
+    def _read_into(self, records: list[Any], bad: list[Damage], view: bool) -> None:
+        decode, bulk = (view_record, decode_views) if view else (turn_record, None)
+        for batch in iter_file_batches(self.turns_path, decode, bulk):
+            records += batch.records  # read in bulk: the view's types admit only known schema versions
+            for number, raw, record, unended in batch.lines:
+                if isinstance(record, LineError):
+                    if unended:
+                        self._torn = raw
+                        self.note(Damage(self.turns_path, number, "torn_tail", f"{TORN} ({record})"))
+                    else:
+                        bad.append(Damage(self.turns_path, number, "bad_line", str(record)))
+                    continue
+                records.append(check_schema(f"{self.turns_path}:{number}", record))
 
     def seed_states(self) -> dict[SeedKey, SeedState]:
         """Per (cell, seed): its latest run and how that run ended (None while unfinished)."""
@@ -182,14 +274,39 @@ class RunStore:
         state = self.seed_states().get(key)
         return 0 if state is None else state.attempt + 1
 
-    def drop_incomplete(self) -> int:
-        """Rewrite turns.jsonl without the records of unfinished seed runs (a killed run's partial seeds);
-        runs that ended, `server_died` ones included, stay. Returns how many records were dropped."""
+    def supersede_unfinished(self) -> int:
+        """Prepare a resume: mark the records of unfinished seed runs (a killed run's partial seeds) superseded,
+        kept on disk and never counted; the resume reruns each such seed under its next seed attempt. Runs that
+        ended, `server_died` ones included, stay as they are. A torn last line goes to turns.jsonl.torn and a
+        damaged cell file to cells/<id>.json.damaged (each warned about); any other damaged line is an error
+        before anything changes. Returns how many records were newly marked."""
         records = self.read_turns()
+        damaged_cells = self.damaged_cell_files()
+        for path, reason in damaged_cells:
+            aside = aside_path(path, ".damaged")
+            path.replace(aside)
+            self.note(Damage(path, None, "bad_cell", f"{reason}; kept as {aside.name}, the resume rebuilds the cell"))
+        torn = self._torn is not None
+        if torn:
+            self.keep_torn(self._torn)
         ended = {run_key(r) for r in records if r.get("end")}
-        keep = [r for r in records if run_key(r) in ended]
-        self._rewrite(keep)
-        return len(records) - len(keep)
+        marked = 0
+        for record in records:
+            if run_key(record) not in ended and not record.get("superseded"):
+                record["superseded"] = True
+                marked += 1
+        if marked or torn:  # a rewrite also leaves the torn fragment out of turns.jsonl
+            self._rewrite(records)
+        return marked
+
+    def keep_torn(self, fragment: bytes) -> Path:
+        """Append a torn fragment to turns.jsonl.torn (one per line): not a record, but not thrown away."""
+        torn_path = self.turns_path.with_name(self.turns_path.name + ".torn")
+        with torn_path.open("ab") as handle:
+            handle.write(fragment + b"\n")
+        self.warn(f"{self.turns_path}: the torn last line is kept in {torn_path.name}")
+        self._torn = None
+        return torn_path
 
     def mark_superseded(self, keys: set[SeedKey]) -> int:
         """Mark every stored record of these seeds superseded (a rerun replaces them); nothing is deleted."""
@@ -206,15 +323,38 @@ class RunStore:
     def _rewrite(self, records: list[dict[str, Any]]) -> None:
         self.close()  # the append handle would point at the replaced file
         tmp = self.turns_path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in records))
+        with named_writes(self.turns_path, remove=tmp), tmp.open("w", encoding="utf-8") as handle:
+            handle.write("".join(json.dumps(r, default=str) + "\n" for r in records))
+            handle.flush()
+            os.fsync(handle.fileno())
         tmp.replace(self.turns_path)
         self._states = None
 
+    def _seal_tail(self) -> None:
+        """Before the first append: a file not ended by a newline gets one after a complete last record, or
+        loses its torn fragment to turns.jsonl.torn; the next record never lands on a line of its own."""
+        if not self.turns_path.is_file():
+            return
+        with self.turns_path.open("rb+") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0 or (handle.seek(size - 1), handle.read(1))[1] == b"\n":
+                return
+            handle.seek(0)
+            data = handle.read()
+            start = data.rfind(b"\n") + 1
+            fragment = data[start:]
+            if not fragment.strip() or not isinstance(decoded(fragment, turn_record), LineError):
+                handle.write(b"\n")  # a complete record (or blanks) without its newline
+                return
+            handle.truncate(start)
+        self.keep_torn(fragment)
+
     def append_turn(self, record: TurnRecord) -> None:
         if self._handle is None:
-            self._handle = self.turns_path.open("a", encoding="utf-8")
-        self._handle.write(record.model_dump_json() + "\n")
-        self._handle.flush()  # per turn: a crash loses at most the line being written
+            self._seal_tail()
+            self._handle = self.turns_path.open("ab", buffering=0)
+        # Unbuffered, per turn: a crash loses at most the line being written; a full disk none (DiskFull).
+        append_line(self._handle, (record.model_dump_json() + "\n").encode(), self.turns_path)
         if self._states is not None:
             self._states[(record.cell_id, record.seed)] = SeedState(
                 record.seed_attempt, record.end.value if record.end else None
@@ -233,15 +373,43 @@ class RunStore:
         return _read_cell(path) if path.is_file() else None
 
     def read_cells(self) -> list[dict[str, Any]]:
-        return [_read_cell(p) for p in sorted(self.cells_dir.glob("*.json"))]
+        """Every cell file; a damaged one is an error, or in recover mode a stand-in cell (status `damaged`,
+        the axes its turns name; none when no turn names it)."""
+        cells = []
+        for path in sorted(self.cells_dir.glob("*.json")):
+            try:
+                cells.append(_read_cell(path))
+            except StoreError as exc:
+                if not self.recover:
+                    raise StoreError(f"{exc}; {CELL_HINT}") from exc
+                standin = standin_cell(path.stem, self.turns_path, str(exc))
+                consequence = "its turns are reported without its config" if standin else "no turn names it"
+                self.note(Damage(path, None, "bad_cell", f"{_reason(exc)}; {consequence}"))
+                cells += [standin] if standin else []
+        return cells
+
+    def damaged_cell_files(self) -> list[tuple[Path, str]]:
+        """The cell files that cannot be read, each with why."""
+        damaged = []
+        for path in sorted(self.cells_dir.glob("*.json")):
+            try:
+                _read_cell(path)
+            except StoreError as exc:
+                damaged.append((path, _reason(exc)))
+        return damaged
+
+
+def _reason(exc: StoreError) -> str:
+    """A cell file error without its leading path."""
+    return str(exc).split(": ", 1)[-1]
 
 
 def _read_cell(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = load_json(path.read_bytes())
     except (OSError, ValueError) as exc:
         raise StoreError(f"{path}: not a cell file ({exc})") from exc
-    if not isinstance(data, dict) or "cell_id" not in data:
+    if not isinstance(data, dict) or not isinstance(data.get("cell_id"), str):
         raise StoreError(f"{path}: not a cell file (a JSON object with cell_id is expected)")
     return check_schema(str(path), data)
 

@@ -1,0 +1,175 @@
+"""Reading a run directory that may be damaged: turns.jsonl split into lines by `\\n` only (a record's text may
+hold U+2028 or U+0085, which `str.splitlines` would cut at), each line checked to be a turn record, and what
+is not one described as `Damage` (file, line, what is wrong) for the store to refuse, warn about or keep aside.
+The policy itself is the store's (see `orchestrator.runner.store`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from orchestrator.core.jsonl import bulk_decoded, iter_chunks, numbered_lines
+from orchestrator.core.types import Outcome
+from orchestrator.runner.turnview import decode_view
+
+TURN_KEYS = ("cell_id", "seed", "turn", "outcome", "tools_mode")
+OUTCOMES = frozenset(o.value for o in Outcome)
+DAMAGED_STATUS = "damaged"  # a stand-in cell's status: its cell file could not be read
+# The turn fields a stand-in cell takes over from its first turn record (the rest of its config is lost).
+STANDIN_FIELDS = ("stack", "tool_config", "model", "tools_mode", "hint", "channel", "sample", "without", "stream")
+STANDIN_FIELDS += ("tool_choice", "parallel_tool_calls", "suite")
+
+MAX_LISTED = 5  # damaged lines an error names one by one
+TORN = "torn last line (a write cut short, e.g. a killed run): not a record, skipped; its seed is unfinished"
+CELL_HINT = (
+    "`orchestrate matrix --resume` rebuilds the cell (keeping this file aside), "
+    "`orchestrate report --allow-damaged` reports its turns"
+)
+LINE_HINT = (
+    "a damaged line in the middle may be a real record, so nothing was changed; `orchestrate report "
+    "--allow-damaged` reports the intact records; to resume, repair the line(s) or move them out of the file"
+)
+MANIFEST_HINT = "`orchestrate report --allow-damaged` reports without it"
+
+DamageKind = Literal["torn_tail", "bad_line", "bad_cell", "no_manifest"]
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One damaged thing in a run directory: a line of turns.jsonl, a cell file, the manifest."""
+
+    path: Path
+    line: int | None
+    kind: DamageKind
+    detail: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else str(self.path)
+        return f"{where}: {self.detail}"
+
+
+class LineError(ValueError):
+    """A line that is not a turn record; the message says why (the caller adds file and line)."""
+
+
+def load_json(text: str | bytes) -> Any:
+    """json.loads whose every failure is a ValueError (deep nesting raises RecursionError otherwise)."""
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply to read") from exc
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def turn_record(raw: bytes) -> dict[str, Any]:
+    """A line of turns.jsonl as a turn record, or LineError saying what it is instead."""
+    try:
+        record = load_json(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise LineError(f"not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1})") from exc
+    except ValueError as exc:
+        raise LineError(f"bad JSON: {exc}") from exc
+    if not isinstance(record, dict) or not all(key in record for key in TURN_KEYS):
+        raise LineError(f"not a turn record (needs {', '.join(TURN_KEYS)})")
+    wrong = [key for key in ("cell_id", "seed", "tools_mode") if not isinstance(record[key], str)]
+    wrong += [] if _is_int(record["turn"]) else ["turn"]
+    wrong += [] if record.get("seed_attempt") is None or _is_int(record["seed_attempt"]) else ["seed_attempt"]
+    wrong += [] if record.get("end") is None or isinstance(record["end"], str) else ["end"]
+    wrong += [] if isinstance(record.get("superseded", False), bool) else ["superseded"]
+    if wrong:
+        raise LineError(f"not a turn record (wrong type for {', '.join(wrong)})")
+    if record["outcome"] not in OUTCOMES:
+        known = ", ".join(sorted(OUTCOMES))
+        raise LineError(f"unknown outcome {record['outcome']!r} (an outcome is one of {known})")
+    return record
+
+
+def split_lines(data: bytes) -> tuple[list[bytes], bytes]:
+    """The complete lines of a file (each ended by `\\n`) and what follows the last `\\n` (b"" if nothing)."""
+    lines = data.split(b"\n")
+    return lines[:-1], lines[-1]
+
+
+Decode = Callable[[bytes], Any]
+
+
+BulkDecode = Callable[[bytes], list[Any]]
+
+
+@dataclass
+class Batch:
+    """What one chunk of a file held: `records` read at once by a bulk decoder, and `lines` read one by one,
+    each as (line number, raw line, record or the reason it is none, whether it is the unended last line:
+    bytes after the last `\\n`, a torn write or a record whose newline never made it)."""
+
+    records: list[Any]
+    lines: list[tuple[int, bytes, Any, bool]]
+
+
+def iter_file_batches(path: Path, decode: Decode = turn_record, bulk: BulkDecode | None = None) -> Iterator[Batch]:
+    """A file's non-blank lines, read a chunk at a time (bounded memory: core/jsonl.py). `bulk` decodes a chunk's
+    complete lines at once; a chunk it refuses is read line by line with `decode` (`bulk_decoded`)."""
+    with path.open("rb") as handle:
+        for chunk in iter_chunks(handle, max_line=sys.maxsize):  # a store's line is never refused for its length
+            records = bulk_decoded(chunk, bulk) if bulk is not None else None
+            if records is not None:
+                yield Batch(records, [])
+                continue
+            lines = [(number, raw, decoded(raw, decode), chunk.unended) for number, raw in numbered_lines(chunk)]
+            yield Batch([], lines)
+
+
+def decoded(raw: bytes, decode: Decode) -> Any:
+    try:
+        return decode(raw)
+    except LineError as exc:
+        return exc
+
+
+def view_record(raw: bytes) -> Any:
+    """A line as a `TurnView` (runner/turnview.py); a line the view refuses gets turn_record's verdict, the
+    one reader of damage: its LineError, or, where the two readers disagree, the full record."""
+    try:
+        return decode_view(raw)
+    except msgspec.DecodeError:
+        return turn_record(raw)
+
+
+def standin_cell(cell_id: str, turns_path: Path, reason: str) -> dict[str, Any] | None:
+    """What a damaged cell file can be replaced by for a report: the axes its first readable turn record
+    names, status `damaged`, the reason; None when no turn names the cell (nothing of it to report)."""
+    needle = json.dumps(cell_id).encode()
+    batches = iter_file_batches(turns_path) if turns_path.is_file() else iter(())
+    for _number, raw, record, _unended in (line for batch in batches for line in batch.lines):
+        if needle in raw and isinstance(record, dict) and record["cell_id"] == cell_id:
+            fields = {key: record[key] for key in STANDIN_FIELDS if key in record}
+            label = record.get("stack_config") or record.get("stack")
+            return {**fields, "cell_id": cell_id, "order": 10**9, "stack_label": label,
+                    "status": DAMAGED_STATUS, "error": reason}  # fmt: skip
+    return None
+
+
+def aside_path(path: Path, suffix: str) -> Path:
+    """A free name beside `path` to keep a damaged file or fragment under (`x.json.damaged`, `.damaged.1`, ...)."""
+    candidate, index = path.with_name(path.name + suffix), 0
+    while candidate.exists():
+        index += 1
+        candidate = path.with_name(f"{path.name}{suffix}.{index}")
+    return candidate
+
+
+def damaged_lines_message(bad: list[Damage]) -> str:
+    """One error for every damaged line: the first in full, then up to MAX_LISTED more, then a count."""
+    others = "".join(f"\n  {d}" for d in bad[1:MAX_LISTED])
+    more = f"\n  ... and {len(bad) - MAX_LISTED} more" if len(bad) > MAX_LISTED else ""
+    count = f" (and {len(bad) - 1} more damaged line(s)):{others}{more}" if len(bad) > 1 else ""
+    return f"{bad[0]}{count}\n{LINE_HINT}"

@@ -1,0 +1,339 @@
+"""The readers that make `report` and `stats` scale (runner/turnview.py, core/jsonl.py's bulk reader,
+cli/outcomerows.py) and the batched bootstrap (core/stats.py): each must give exactly what the plain path
+gives, on the committed example runs and on hostile input; they change how fast and how lean, never what."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.analysis.report import write_report
+from orchestrator.cli import TurnOutcomeRow
+from orchestrator.cli.outcomerows import OutcomeRow, decode_outcome_rows, outcome_frame
+from orchestrator.core import jsonl
+from orchestrator.core.cell import PRIMARY_AXES, CellKey
+from orchestrator.core.jsonl import InputError, read_jsonl, read_jsonl_batches
+from orchestrator.core.stats import (
+    BootstrapSettings,
+    bootstrap_mean_interval,
+    bootstrap_mean_intervals,
+    cell_table,
+)
+from orchestrator.runner import storedamage
+from orchestrator.runner.store import RunStore, counted_turns
+from orchestrator.runner.storedamage import LineError, turn_record, view_record
+from orchestrator.runner.turnview import FIRST_TURN_ONLY, VIEW_FIELDS
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p for p in (REPO / "results" / "examples").iterdir() if (p / "turns.jsonl").is_file())
+GOOD = {"cell_id": "c", "seed": "s1", "turn": 0, "outcome": "valid_call", "tools_mode": "native"}
+
+
+def _report_files(run: Path, tmp_path: Path, view: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+    copy = tmp_path / ("view" if view else "full") / run.name
+    shutil.copytree(run, copy)
+    shutil.rmtree(copy / "report", ignore_errors=True)
+    read = RunStore.read_turns
+    monkeypatch.setattr(RunStore, "read_turns", lambda self, view=False, wanted=view: read(self, view=wanted))
+    write_report(RunStore(copy))
+    monkeypatch.setattr(RunStore, "read_turns", read)
+    return {p.name: p.read_bytes() for p in sorted((copy / "report").iterdir())}
+
+
+@pytest.mark.parametrize("run", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_report_from_views_equals_report_from_full_records(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = _report_files(run, tmp_path, False, monkeypatch)
+    view = _report_files(run, tmp_path, True, monkeypatch)
+    assert len(full) >= 9
+    assert view.keys() == full.keys()
+    assert [name for name in full if view[name] != full[name]] == []
+
+
+def test_examples_hold_first_turn_fields_the_view_keeps() -> None:
+    """The equality above would hold trivially if no record had the first-turn-only fields."""
+    store = RunStore(next(p for p in EXAMPLES if "stream" in p.name))
+    views = store.read_turns(view=True)
+    first = [v for v in views if v["turn"] == 0]
+    later = [v for v in views if v["turn"] != 0]
+    assert first and later
+    assert any("raw_content" in v and "sampling_seed" in v for v in first)
+    assert all(not set(FIRST_TURN_ONLY) & set(v) for v in later)
+    assert all(set(v) <= VIEW_FIELDS for v in views)
+    full = store.read_turns()
+    assert [v["outcome"] for v in views] == [r["outcome"] for r in full]
+
+
+HOSTILE_LINES = [
+    b'{"cell_id": "c", "seed": 1, "turn": 0, "outcome": "valid_call", "tools_mode": "native"}',
+    b'{"cell_id": "c", "seed": "s", "turn": -1, "outcome": "valid_call", "tools_mode": "native"}',
+    b'{"cell_id": "c", "seed": "s", "turn": true, "outcome": "valid_call", "tools_mode": "native"}',
+    b'{"cell_id": "c", "seed": "s", "turn": 1.0, "outcome": "valid_call", "tools_mode": "native"}',
+    b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "Valid_Call", "tools_mode": "native"}',
+    b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call"}',
+    b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "native", "end": 3}',
+    b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "n", "superseded": 1}',
+    b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "n", "seed_attempt": -2}',
+    b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "n", "schema_version": 9}',
+    b'[1, 2]',
+    b'{"cell_id": "c", \xff}',
+    b"[" * 5000 + b"]" * 5000,
+    b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "native"}{"a": 1}',
+]
+
+
+@pytest.mark.parametrize("raw", HOSTILE_LINES, ids=range(len(HOSTILE_LINES)))
+def test_a_view_refuses_what_the_full_reader_refuses_with_its_message(raw: bytes) -> None:
+    full = storedamage.decoded(raw, turn_record)
+    if isinstance(full, LineError):
+        with pytest.raises(LineError) as caught:
+            view_record(raw)
+        assert str(caught.value) == str(full)
+    else:  # schema_version 9: a record to both readers; the store's schema check names it (next test)
+        assert full["schema_version"] == 9
+        assert view_record(raw)["schema_version"] == 9
+
+
+def _store_with(tmp_path: Path, lines: list[bytes]) -> RunStore:
+    (tmp_path / "cells").mkdir(parents=True)
+    (tmp_path / "turns.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+    return RunStore(tmp_path)
+
+
+@pytest.mark.parametrize("raw", HOSTILE_LINES, ids=range(len(HOSTILE_LINES)))
+def test_the_store_names_a_hostile_line_alike_in_both_readers(raw: bytes, tmp_path: Path) -> None:
+    good = json.dumps(GOOD).encode()
+    errors = []
+    for view in (False, True):
+        store = _store_with(tmp_path / str(view), [good, raw, good])
+        with pytest.raises(Exception) as caught:
+            store.read_turns(view=view)
+        errors.append(str(caught.value).replace(str(tmp_path / str(view)), "RUN"))
+    assert errors[0] == errors[1]
+    assert "turns.jsonl:2" in errors[0]
+
+
+def test_blank_lines_and_two_records_on_a_line_are_read_line_by_line(tmp_path: Path) -> None:
+    good = json.dumps(GOOD).encode()
+    store = _store_with(tmp_path / "blank", [good, b"", b"   ", good])
+    assert len(store.read_turns(view=True)) == 2
+    store = _store_with(tmp_path / "double", [good, good + good])
+    with pytest.raises(Exception, match=r"turns.jsonl:2: bad JSON"):
+        store.read_turns(view=True)
+
+
+def test_a_torn_tail_is_the_same_damage_in_both_readers(tmp_path: Path) -> None:
+    good = json.dumps(GOOD).encode()
+    for view in (False, True):
+        path = tmp_path / str(view)
+        store = _store_with(path, [good, good])
+        with (path / "turns.jsonl").open("ab") as handle:
+            handle.write(good[:30])
+        assert len(store.read_turns(view=view)) == 2
+        assert [(d.kind, d.line) for d in store.damage] == [("torn_tail", 3)]
+
+
+def test_chunks_split_lines_only_at_newlines(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(jsonl, "READ_CHUNK", 7)  # chunk edges fall inside every line
+    lines = [json.dumps({**GOOD, "seed": f"s{i}", "note": "x\u2028y" * i}).encode() for i in range(40)]
+    store = _store_with(tmp_path, lines)
+    assert [r["seed"] for r in store.read_turns(view=True)] == [f"s{i}" for i in range(40)]
+    assert [r["seed"] for r in store.read_turns()] == [f"s{i}" for i in range(40)]
+
+
+# ---------------------------------------------------------------- stats
+
+
+def test_the_stats_row_type_names_the_models_fields() -> None:
+    assert set(OutcomeRow.__annotations__) == set(TurnOutcomeRow.model_fields)
+
+
+STATS_VALUES = {
+    "stack": st.sampled_from(["llamacpp", "vllm", 3, None]),
+    "stack_config": st.sampled_from(["llamacpp-jinja", "", None, 1]),
+    "model": st.sampled_from(["m", "m2", 5]),
+    "tools_mode": st.sampled_from(["native", "text-tools", "Native", 1]),
+    "seed": st.one_of(st.sampled_from(["a", "b"]), st.integers(-3, 2**70), st.booleans(), st.floats(0, 2)),
+    "turn": st.one_of(st.integers(-2, 5), st.just("3"), st.just(1.0), st.booleans()),
+    "outcome": st.sampled_from(["valid_call", "no_call_prose", "non_response", "Valid_Call", 0]),
+    "cell_id": st.sampled_from(["c1", "", None, 2]),
+    "seed_attempt": st.one_of(st.integers(-1, 2), st.just(1.5), st.just("1"), st.none()),
+    "superseded": st.one_of(st.booleans(), st.just(0), st.just("false")),
+    "end": st.sampled_from([None, "turn_cap", "server_died", 4]),
+}
+
+
+@st.composite
+def stats_record(draw: st.DrawFn) -> dict[str, Any]:
+    keys = draw(st.sets(st.sampled_from(sorted(STATS_VALUES))))
+    return {key: draw(STATS_VALUES[key]) for key in sorted(keys | {"stack", "model", "tools_mode", "seed"})}
+
+
+def _pydantic_rows(path: Path) -> list[dict[str, Any]] | str:
+    try:
+        return [record.model_dump(mode="json") for _, record in read_jsonl(path, TurnOutcomeRow)]
+    except InputError as exc:
+        return str(exc)
+
+
+def _bulk_rows(path: Path) -> list[dict[str, Any]] | str:
+    try:
+        return [row for batch in read_jsonl_batches(path, TurnOutcomeRow, decode_outcome_rows) for row in batch]
+    except InputError as exc:
+        return str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(stats_record(), min_size=1, max_size=6))
+def test_bulk_stats_reader_equals_the_pydantic_reader(records: list[dict[str, Any]]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "turns.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        assert _bulk_rows(path) == _pydantic_rows(path)
+
+
+def _reference_table(rows: list[dict[str, Any]]) -> Any:
+    """`orchestrate stats` as it was computed before the frame: row dicts, counted_turns, cell_table."""
+    for row in rows:
+        row["seed"] = str(row["seed"])
+        row["stack_config"] = row["stack_config"] or row["stack"]
+        row["cell_id"] = row["cell_id"] or CellKey(**{k: row[k] for k in PRIMARY_AXES}).cell_id
+    return cell_table(counted_turns(rows), BootstrapSettings(), keys=("stack", *PRIMARY_AXES))
+
+
+def test_stats_frame_equals_the_row_computation(tmp_path: Path) -> None:
+    rows = []
+    for index in range(60):
+        rows.append({
+            "stack": "vllm", "stack_config": ["vllm-hermes", None, ""][index % 3], "model": f"m{index % 2}",
+            "tools_mode": "native", "seed": index % 7, "turn": index % 4,
+            "outcome": ["valid_call", "no_call_prose", "non_response"][index % 3],
+            "cell_id": None if index % 5 else "", "seed_attempt": index % 2, "superseded": index % 11 == 0,
+            "end": "server_died" if index % 13 == 0 else None,
+        })  # fmt: skip
+    path = tmp_path / "turns.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    frame = outcome_frame(read_jsonl_batches(path, TurnOutcomeRow, decode_outcome_rows))
+    ours = cell_table(frame, BootstrapSettings(), keys=("stack", *PRIMARY_AXES))
+    reference = _reference_table(_pydantic_rows(path))  # type: ignore[arg-type]
+    assert len(frame) < len(rows)  # superseded and died runs left out
+    pd.testing.assert_frame_equal(ours, reference)
+    assert len(ours) == 4
+
+
+@pytest.mark.parametrize("run", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_stats_on_example_runs_equals_the_row_computation(run: Path) -> None:
+    path = run / "turns.jsonl"
+    frame = outcome_frame(read_jsonl_batches(path, TurnOutcomeRow, decode_outcome_rows))
+    ours = cell_table(frame, BootstrapSettings(), keys=("stack", *PRIMARY_AXES))
+    pd.testing.assert_frame_equal(ours, _reference_table(_pydantic_rows(path)))  # type: ignore[arg-type]
+    assert len(ours) >= 1
+
+
+# ---------------------------------------------------------------- bootstrap
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 8), min_size=1, max_size=12), min_size=1, max_size=30),
+    st.integers(1, 3000),
+    st.integers(0, 2**32),
+)
+def test_batched_bootstrap_equals_the_one_cell_function(groups: list[list[int]], resamples: int, seed: int) -> None:
+    settings_ = BootstrapSettings(resamples=resamples, rng_seed=seed)
+    arrays = [np.asarray(g) / 8 for g in groups]
+    assert bootstrap_mean_intervals(arrays, settings_) == [bootstrap_mean_interval(a, settings_) for a in arrays]
+
+
+def test_a_bootstrap_past_one_block_draws_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory is bounded by MAX_DRAW_INDICES: a larger bootstrap is drawn block by block, and the blocks are the
+    very draws of one call (numpy's bounded int64 draws carry nothing across calls), so the interval is too."""
+    from orchestrator.core import stats
+
+    values = np.random.default_rng(3).random(7)
+    whole = bootstrap_mean_interval(values, BootstrapSettings(resamples=4000))
+    monkeypatch.setattr(stats, "MAX_DRAW_INDICES", 50)  # 10 rows a block: 400 draws
+    blocked = bootstrap_mean_interval(values, BootstrapSettings(resamples=4000))
+    assert blocked == bootstrap_mean_intervals([values], BootstrapSettings(resamples=4000))[0]
+    assert blocked == whole
+    assert stats.MAX_DRAW_INDICES // values.size * 10 < 4000  # it did take many blocks
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q"]))
+
+
+# ---------------------------------------------------------------- the lean paths are the ones taken
+
+
+def test_the_report_reads_views_not_full_records() -> None:
+    """What made `report` hold ~12 KB a turn: every field of every record. The report's run must hold views."""
+    from orchestrator.analysis.report import load_run
+
+    run = load_run(RunStore(next(p for p in EXAMPLES if "stream" in p.name)))
+    records = [r for turns in run.by_cell.values() for r in turns]
+    assert records and all("raw_body" not in r and "text_calls" not in r and "prompt_cache" not in r for r in records)
+    assert all("raw_content" not in r for r in records if r["turn"])
+
+
+def test_stats_decodes_good_chunks_in_bulk_and_names_a_bad_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = json.dumps({"stack": "vllm", "model": "m", "tools_mode": "native", "seed": 1, "turn": 0,
+                       "outcome": "valid_call"})  # fmt: skip
+    path = tmp_path / "turns.jsonl"
+    path.write_text((good + "\n") * 500)
+    line_reads: list[int] = []
+    line_reader = jsonl._record
+    monkeypatch.setattr(jsonl, "_record", lambda p, n, raw, m: line_reads.append(n) or line_reader(p, n, raw, m))
+    rows = [row for batch in read_jsonl_batches(path, TurnOutcomeRow, decode_outcome_rows) for row in batch]
+    assert len(rows) == 500 and line_reads == []  # one bulk decode, no line read one by one
+    path.write_text((good + "\n") * 3 + good.replace('"turn": 0', '"turn": "0"') + "\n")
+    with pytest.raises(InputError, match=r"turns.jsonl:4: field 'turn'"):
+        list(read_jsonl_batches(path, TurnOutcomeRow, decode_outcome_rows))
+    assert line_reads == [1, 2, 3, 4]
+
+
+def test_batched_bootstrap_memory_stays_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Peak allocation is bounded by MAX_DRAW_INDICES, not by cells x resamples x seeds (here 50 x 20,000 x 8:
+    a 64 MB gather, an 8 MB means array) — and the slices change no interval."""
+    import tracemalloc
+
+    from orchestrator.core import stats
+
+    groups = [np.random.default_rng(i).random(8) for i in range(50)]
+    settings_ = BootstrapSettings(resamples=20_000)
+    expected = [bootstrap_mean_interval(g, settings_) for g in groups]
+    monkeypatch.setattr(stats, "MAX_DRAW_INDICES", 1 << 16)
+    tracemalloc.start()
+    try:
+        got = bootstrap_mean_intervals(groups, settings_)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == expected
+    assert peak < 6 * (1 << 16) * 8 + 2 * settings_.resamples * 8, f"peak {peak} bytes"
+
+
+@pytest.mark.parametrize("option", [["--rng-seed", "-1"], ["--resamples", "1000000000000"], ["--resamples", "0"]])
+def test_stats_refuses_bootstrap_options_out_of_range(option: list[str], tmp_path: Path) -> None:
+    import subprocess
+
+    path = tmp_path / "turns.jsonl"
+    path.write_text(json.dumps({"stack": "vllm", "model": "m", "tools_mode": "native", "seed": 1, "turn": 0,
+                                "outcome": "valid_call"}) + "\n")  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "stats", *option, str(path)],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert option[0] in done.stderr
