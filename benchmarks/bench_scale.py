@@ -35,7 +35,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.scalegen import generate  # noqa: E402
 from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, bootstrap_mean_intervals  # noqa: E402
 
 ORCHESTRATE = str(Path(sys.executable).with_name("orchestrate"))
@@ -81,19 +80,29 @@ def bench_bootstrap(cells: int = 1000, seeds: int = 8, repeats: int = 3) -> dict
     }
 
 
-def timed_child(argv: list[str], stdout: Any = subprocess.DEVNULL) -> dict[str, Any]:
-    """Wall seconds and peak RSS (MiB) of one child process, and its exit status."""
-    start = time.perf_counter()
-    process = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE)
-    _pid, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
+# The timed command runs under this small launcher: a child's peak RSS (ru_maxrss) counts the memory of the process
+# it was forked from, so the benchmark's own (the generator, scipy) must not be that process.
+LAUNCHER = """
+import json, os, subprocess, sys, time
+start = time.perf_counter()
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+_pid, status, usage = os.wait4(child.pid, 0)
+wall = time.perf_counter() - start
+tail = child.stderr.read().decode(errors="replace")[-300:]
+print(json.dumps({"wall_s": wall, "maxrss_kb": usage.ru_maxrss, "rc": os.waitstatus_to_exitcode(status), "tail": tail}))
+"""
+
+
+def timed_child(argv: list[str]) -> dict[str, Any]:
+    """Wall seconds and peak RSS (MiB) of one command, and its exit status (measured by LAUNCHER)."""
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, *argv], capture_output=True, text=True, check=True)
+    measured = json.loads(done.stdout)
     return {
         "argv": " ".join(Path(a).name if a.startswith("/") else a for a in argv),
-        "wall_s": round(wall, 2),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024),
-        "rc": os.waitstatus_to_exitcode(status),
-        "stderr_tail": stderr[-300:],
+        "wall_s": round(measured["wall_s"], 2),
+        "peak_rss_mb": round(measured["maxrss_kb"] / 1024),
+        "rc": measured["rc"],
+        "stderr_tail": measured["tail"],
     }
 
 
@@ -149,11 +158,16 @@ def bench_run(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+def generate_in_child(run_dir: Path, turns: int) -> None:
+    """benchmarks/scalegen.py in a process of its own (this one stays small: see LAUNCHER)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scalegen.py"), str(run_dir), str(turns)], check=True)
+
+
 def bench_full_reader(workdir: Path, turns: int = 100_000) -> dict[str, Any]:
     run_dir = workdir / f"run-{turns}"
     if not (run_dir / "turns.jsonl").is_file():
-        shutil.rmtree(run_dir, ignore_errors=True)
-        generate(run_dir, turns)
+        generate_in_child(run_dir, turns)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", FULL_READER, str(run_dir)], capture_output=True, text=True, env=env)
     count, seconds, rss_kb = done.stdout.split()
@@ -221,9 +235,8 @@ def main() -> int:
     args.workdir.mkdir(parents=True, exist_ok=True)
     run_dir = args.workdir / f"run-{args.turns}"
     if not (run_dir / "turns.jsonl").is_file():
-        shutil.rmtree(run_dir, ignore_errors=True)
         print(f"generating {args.turns:,} turn records in {run_dir}", flush=True)
-        generate(run_dir, args.turns)
+        generate_in_child(run_dir, args.turns)
     shutil.rmtree(run_dir / "report", ignore_errors=True)
     result = {
         "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}",

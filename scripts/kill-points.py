@@ -2,7 +2,7 @@
 """Kill the orchestrator with SIGKILL at N seeded-random points of a real small run, resuming after each, and
 check the run ends with exactly an uninterrupted run's counted records and no server left running.
 
-    .venv/bin/python scripts/kill-points.py [--points 10] [--rng-seed 14] [--seeds 3] [--workdir DIR]
+    .venv/bin/python scripts/kill-points.py [--points 10] [--rng-seed 14] [--seeds 8] [--workdir DIR]
 
 Needs the cached llama-server and Qwen 0.5B GGUF (`orchestrate assets`). Prints the points, the records on disk
 at each kill, the servers each kill left behind, and the comparison; exits 1 on any difference. The CI version
@@ -27,7 +27,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=10)
     parser.add_argument("--rng-seed", type=int, default=14)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=8)  # 15 records: 10 distinct points
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="kill-points-"))

@@ -32,7 +32,7 @@ from orchestrator.core.stats import (
 from orchestrator.runner import storedamage
 from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.runner.storedamage import LineError, turn_record, view_record
-from orchestrator.runner.turnview import FIRST_TURN_ONLY, VIEW_FIELDS
+from orchestrator.runner.turnview import VIEW_FIELDS, FirstTurnFields
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (REPO / "results" / "examples").iterdir() if (p / "turns.jsonl").is_file())
@@ -69,7 +69,7 @@ def test_examples_hold_first_turn_fields_the_view_keeps() -> None:
     later = [v for v in views if v["turn"] != 0]
     assert first and later
     assert any("raw_content" in v and "sampling_seed" in v for v in first)
-    assert all(not set(FIRST_TURN_ONLY) & set(v) for v in later)
+    assert all(not set(FirstTurnFields.__annotations__) & set(v) for v in later)
     assert all(set(v) <= VIEW_FIELDS for v in views)
     full = store.read_turns()
     assert [v["outcome"] for v in views] == [r["outcome"] for r in full]

@@ -8,7 +8,9 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -91,22 +93,17 @@ def _text(row: dict[str, Any]) -> str:
 def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) -> dict[str, Any]:
     """How a cell's seeds ended and what its turns carried beside their outcome. Task success is over seeds
     the model could carry to an end (UNRAN_SEED_ENDS: refused, context overflow, retries out, server died)."""
-    # One pass over the records (a million-turn run reads each field once).
-    ends: list[str] = []
-    ran: list[bool] = []
-    flags: list[str] = []
-    details: list[str] = []
-    versions: set[str] = set()
-    for t in counted:
-        end, version = t.get("end"), t.get("stack_version")
-        if end:
-            ends.append(end)
-            if end not in UNRAN_SEED_ENDS:
-                ran.append(bool(t.get("task_success")))
-        flags += t.get("flags") or ()
-        details.append(t.get("detail") or "")
-        if version:
-            versions.add(str(version))
+    # Each field read once per record, counted by distinct value (a million turns hold a few dozen details).
+    ended = [t for t in counted if t.get("end")]
+    ends = [t["end"] for t in ended]
+    ran = [bool(t.get("task_success")) for t in ended if t["end"] not in UNRAN_SEED_ENDS]
+    flags = Counter(chain.from_iterable(t.get("flags") or () for t in counted))
+    details = Counter(t.get("detail") or "" for t in counted)
+    versions = {str(version) for t in counted if (version := t.get("stack_version"))}
+
+    def n_details(match: Callable[[str], bool]) -> int:
+        return sum(n for detail, n in details.items() if match(detail))
+
     return {
         "n_turn_records": len(all_turns),
         "n_superseded_records": len(all_turns) - len(counted),
@@ -118,16 +115,16 @@ def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) 
         "seeds_server_died": len({t["seed"] for t in all_turns if t.get("end") == SeedEnd.SERVER_DIED}),
         "seeds_template_error": ends.count(SeedEnd.TEMPLATE_ERROR),
         "task_success": (sum(ran) / len(ran)) if ran else None,
-        "n_empty": sum(d.startswith("empty:") for d in details),  # n_reasoning_only is a part of it
-        "n_reasoning_only": sum(d == "empty:reasoning_only" for d in details),
-        "n_unusable_2xx": sum(d.startswith("body:") for d in details),  # a 2xx with no message: final, not empty
-        "n_context_overflow": sum(is_context_overflow(d) for d in details),
-        "n_truncated": flags.count(TRUNCATED_FLAG),
-        "n_constraint_violated": flags.count(CONSTRAINT_VIOLATED_FLAG),
-        "n_cache_not_cleared": flags.count(CACHE_NOT_CLEARED_FLAG),
-        "n_cache_shared": flags.count(CACHE_SHARED_FLAG),
-        "n_prompt_truncated": flags.count(PROMPT_TRUNCATED_FLAG),
-        "n_prompt_count_unavailable": flags.count(PROMPT_COUNT_UNAVAILABLE_FLAG),
+        "n_empty": n_details(lambda d: d.startswith("empty:")),  # n_reasoning_only is a part of it
+        "n_reasoning_only": details["empty:reasoning_only"],
+        "n_unusable_2xx": n_details(lambda d: d.startswith("body:")),  # a 2xx with no message: final, not empty
+        "n_context_overflow": n_details(is_context_overflow),
+        "n_truncated": flags[TRUNCATED_FLAG],
+        "n_constraint_violated": flags[CONSTRAINT_VIOLATED_FLAG],
+        "n_cache_not_cleared": flags[CACHE_NOT_CLEARED_FLAG],
+        "n_cache_shared": flags[CACHE_SHARED_FLAG],
+        "n_prompt_truncated": flags[PROMPT_TRUNCATED_FLAG],
+        "n_prompt_count_unavailable": flags[PROMPT_COUNT_UNAVAILABLE_FLAG],
         # The versions that served the counted turns: more than one when a resume met a changed server binary
         # (the config columns keep the first launch's version).
         "stack_versions_served": " ".join(sorted(versions)) or None,
@@ -253,13 +250,17 @@ def wide_table(long: pd.DataFrame) -> pd.DataFrame:
 def paper_tables(long: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Per stack config, a table with the columns of the paper's results/serving_modes.csv."""
     tables = {}
-    for label, group in long.groupby("stack_label"):
+    fields = ["stack_label", "model", "tools_mode", "per_seed_mean", "ci_low", "ci_high", "pooled",
+              "n_eligible_turns", "n_rejected", "n_seeds"]  # fmt: skip
+    for label, group in long[fields].groupby("stack_label"):
         rows = []
         for model, cells in group.groupby("model", sort=False):
             row: dict[str, Any] = {"model": model}
+            first = {}  # each mode's first cell (one per model and mode, unless later axes split it)
+            for record in cells.to_dict("records"):
+                first.setdefault(record["tools_mode"], record)
             for mode, prefix in PAPER_MODES.items():
-                match = cells[cells["tools_mode"] == mode]
-                values = match.iloc[0].to_dict() if len(match) else {}
+                values = first.get(mode, {})
                 row[f"{prefix}_seed"] = values.get("per_seed_mean")
                 row[f"{prefix}_lo"] = values.get("ci_low")
                 row[f"{prefix}_hi"] = values.get("ci_high")

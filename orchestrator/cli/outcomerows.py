@@ -37,7 +37,7 @@ class OutcomeRow(TypedDict):
 _DECODER = msgspec.json.Decoder(OutcomeRow)
 
 
-def decode_outcome_rows(lines: bytes) -> list[dict[str, Any]]:
+def decode_outcome_rows(lines: bytes | memoryview, _ends: Any = None) -> list[dict[str, Any]]:
     """Newline-delimited turn records as rows of the fields `stats` reads (msgspec.DecodeError on a bad one)."""
     return _DECODER.decode_lines(lines)
 

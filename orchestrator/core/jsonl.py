@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import msgspec
+import numpy as np
 from pydantic import BaseModel, ValidationError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -79,57 +80,88 @@ class Chunk:
     """Complete lines of a file (`data` ends at a `\\n`, or is the unended tail), numbered from `first`."""
 
     first: int
-    data: bytes
-    lines: int
-    unended: bool = False
+    data: bytes | memoryview
+    ends: np.ndarray  # the offset of each `\\n` in data
+
+    @property
+    def unended(self) -> bool:
+        """The chunk is the file's unended tail: bytes after its last `\\n`."""
+        return len(self.data) > 0 and (len(self.ends) == 0 or int(self.ends[-1]) != len(self.data) - 1)
+
+    @property
+    def lines(self) -> int:
+        return len(self.ends) + int(self.unended)
+
+
+def _newlines(data: bytes | memoryview) -> np.ndarray:
+    return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == NEWLINE)  # vectorised, no copy
+
+
+NEWLINE = ord("\n")
 
 
 def iter_chunks(handle: BinaryIO, max_line: int = MAX_LINE_BYTES) -> Iterator[Chunk]:
-    """A binary file as chunks of whole lines, about READ_CHUNK bytes each, then its unended tail (if any);
-    ValueError on a line longer than `max_line` bytes (refused before it fills memory)."""
+    """A binary file as chunks of whole lines, about READ_CHUNK bytes each (views into what was read, not
+    copies), then its unended tail (if any); ValueError on a line longer than `max_line` bytes (refused once
+    that many bytes of it are read, never read whole). A line cut by a chunk's end is its own one-line chunk."""
     number, carry = 1, b""
     while chunk := handle.read(READ_CHUNK):
-        data = carry + chunk if carry else chunk
-        cut = data.rfind(b"\n") + 1
-        complete, carry = data[:cut], data[cut:]
-        lines = complete.count(b"\n")
-        if len(carry) > max_line:
-            raise ValueError(f"line {number + lines} is longer than {max_line} bytes: not a record")
-        if len(complete) > max_line:  # only after a long carry: find the line that ran past the limit
-            for index, line in enumerate(complete.split(b"\n")):
-                if len(line) > max_line:
-                    raise ValueError(f"line {number + index} is longer than {max_line} bytes: not a record")
-        if complete:
-            yield Chunk(number, complete, lines)
-            number += lines
+        start = 0
+        if carry:
+            head = chunk.find(b"\n")
+            if head < 0:  # the carried line goes on past this chunk too
+                carry += chunk
+                _check_length(len(carry), number, max_line)
+                continue
+            line, carry, start = carry + chunk[: head + 1], b"", head + 1
+            _check_length(len(line) - 1, number, max_line)
+            yield Chunk(number, line, np.asarray([len(line) - 1]))
+            number += 1
+        cut = chunk.rfind(b"\n") + 1
+        if cut > start:
+            body = memoryview(chunk)[start:cut]
+            ends = _newlines(body)
+            if len(body) > max_line:  # only where a chunk is longer than a line may be: find the one at fault
+                for index, line in enumerate(bytes(body).split(b"\n")):
+                    _check_length(len(line), number + index, max_line)
+            yield Chunk(number, body, ends)
+            number += len(ends)
+        carry = chunk[max(cut, start) :]
+        _check_length(len(carry), number, max_line)
     if carry:
-        yield Chunk(number, carry, 1, unended=True)
+        yield Chunk(number, carry, np.empty(0, dtype=np.intp))  # unended: no `\\n` at its end
+
+
+def _check_length(length: int, number: int, max_line: int) -> None:
+    if length > max_line:
+        raise ValueError(f"line {number} is longer than {max_line} bytes: not a record")
 
 
 def numbered_lines(chunk: Chunk) -> Iterator[tuple[int, bytes]]:
     """(line number, line without its `\\n`) for each non-blank line of a chunk."""
-    lines = chunk.data.split(b"\n")
+    lines = bytes(chunk.data).split(b"\n")
     if not chunk.unended:
         lines.pop()
     return ((chunk.first + i, raw) for i, raw in enumerate(lines) if raw.strip())
 
 
-def bulk_decoded(chunk: Chunk, decode_lines: Callable[[bytes], list[Any]]) -> list[Any] | None:
+BulkDecode = Callable[[bytes | memoryview, np.ndarray], list[Any]]  # (lines, offsets of their `\\n`) -> records
+
+
+def bulk_decoded(chunk: Chunk, decode_lines: BulkDecode) -> list[Any] | None:
     """Every line of a chunk decoded at once (fast), or None where the line-by-line reader must decide: the bulk
     decoder failed, or read another number of records than the chunk has lines (a blank line, two objects on
     one line). A chunk with both, as many blank lines as extra objects, reads its two-object lines as records."""
     if chunk.unended:
         return None
     try:
-        records = decode_lines(chunk.data)
+        records = decode_lines(chunk.data, chunk.ends)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     return records if len(records) == chunk.lines else None
 
 
-def read_jsonl_batches(
-    path: Path, model: type[ModelT], decode_lines: Callable[[bytes], list[dict[str, Any]]]
-) -> Iterator[list[dict[str, Any]]]:
+def read_jsonl_batches(path: Path, model: type[ModelT], decode_lines: BulkDecode) -> Iterator[list[dict[str, Any]]]:
     """What `read_jsonl` yields, as `model_dump(mode="json")` dicts in batches of a chunk's lines, for files of
     millions of lines: a chunk of good lines is decoded at once by `decode_lines` (msgspec, typed as strictly as
     `model`; defaults filled from `model`), and a chunk it refuses is read line by line by `read_jsonl`'s own

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from orchestrator.core.jsonl import bulk_decoded, iter_chunks, numbered_lines
+from orchestrator.core.jsonl import BulkDecode, bulk_decoded, iter_chunks, numbered_lines
 from orchestrator.core.types import Outcome
 from orchestrator.runner.turnview import decode_view
 
@@ -102,7 +102,6 @@ def split_lines(data: bytes) -> tuple[list[bytes], bytes]:
 Decode = Callable[[bytes], Any]
 
 
-BulkDecode = Callable[[bytes], list[Any]]
 
 
 @dataclass

@@ -3,8 +3,9 @@
 A full record holds the stack's raw reply (`raw_body`, ~40% of a record), the text-call candidates, the prompt-
 cache facts: decoded as Python dicts, 1M records take ~12 GB and minutes. The report reads none of those. A
 view is a plain dict decoded by msgspec straight from the line's bytes with only the fields the report reads
-(`TurnView`, a TypedDict; every other field in the line is scanned, never built into objects), and a later
-turn drops the fields only a seed's first turn is read for (`FIRST_TURN_ONLY`).
+(`TurnView`, a TypedDict; every other field in the line is scanned, never built into objects). The fields the
+report reads on a seed's first turn only (`FirstTurnFields`: its first answer, for stream pairs and parallel
+first calls) are decoded for turn-0 lines alone, in a second pass over just those lines.
 
 The key fields are checked as strictly as `storedamage.turn_record` checks them; a line that fails here is
 handed to `turn_record` for its exact error message (the one reader of damage), so the view changes how fast a
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import msgspec
+import numpy as np
 
 from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, Outcome
 
@@ -28,7 +30,7 @@ assert set(OutcomeName.__args__) == {o.value for o in Outcome}  # type: ignore[a
 
 
 class TurnView(TypedDict):
-    """The fields of a turn record the report reads (analysis/report.py and the sections it writes)."""
+    """The fields of a turn record the report reads on every turn (analysis/report.py and its sections)."""
 
     cell_id: str
     seed: str
@@ -39,15 +41,10 @@ class TurnView(TypedDict):
     seed_attempt: NotRequired[NonNegative | None]
     end: NotRequired[str | None]
     superseded: NotRequired[bool]
-    attempt: NotRequired[Any]
     call_format: NotRequired[Any]
-    calls: NotRequired[Any]
     constraint_honoured: NotRequired[Any]
     detail: NotRequired[Any]
-    error: NotRequired[Any]
     flags: NotRequired[Any]
-    raw_content: NotRequired[Any]
-    sampling_seed: NotRequired[Any]
     stack_version: NotRequired[Any]
     stream: NotRequired[Any]
     stream_facts: NotRequired[Any]
@@ -55,26 +52,37 @@ class TurnView(TypedDict):
     task_success: NotRequired[Any]
 
 
-VIEW_FIELDS = frozenset(TurnView.__annotations__)
-# Read on a seed's first turn only (its first answer: stream pairs, parallel first calls); a later turn's view
-# drops them. tests/test_turnview.py holds the report from views equal to the report from full records.
-FIRST_TURN_ONLY = ("attempt", "calls", "error", "raw_content", "sampling_seed")
+class FirstTurnFields(TypedDict):
+    """What the report reads of a seed's first turn beyond `TurnView`: its first answer and how it was drawn."""
+
+    attempt: NotRequired[Any]
+    calls: NotRequired[Any]
+    error: NotRequired[Any]
+    raw_content: NotRequired[Any]
+    sampling_seed: NotRequired[Any]
+
+
+VIEW_FIELDS = frozenset(TurnView.__annotations__) | frozenset(FirstTurnFields.__annotations__)
 _DECODER = msgspec.json.Decoder(TurnView)
+_FIRST_TURN = msgspec.json.Decoder(FirstTurnFields)
 
 
-def _compact(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for view in views:
-        if view["turn"]:
-            for key in FIRST_TURN_ONLY:
-                view.pop(key, None)
+def decode_views(lines: bytes | memoryview, ends: np.ndarray) -> list[dict[str, Any]]:
+    """Newline-delimited records as views, all at once (msgspec.DecodeError on the first that is none); `ends`:
+    the offset of each line's `\\n` (one record a line), which finds a turn-0 line for its second pass."""
+    views = _DECODER.decode_lines(lines)
+    if len(views) != len(ends):
+        return views  # not one record a line: the caller reads this chunk line by line
+    for index, view in enumerate(views):
+        if view["turn"] == 0:
+            start = int(ends[index - 1]) + 1 if index else 0
+            view.update(_FIRST_TURN.decode(lines[start : int(ends[index])]))
     return views
-
-
-def decode_views(lines: bytes) -> list[dict[str, Any]]:
-    """Newline-delimited records as views, all at once (msgspec.DecodeError on the first that is none)."""
-    return _compact(_DECODER.decode_lines(lines))
 
 
 def decode_view(raw: bytes) -> dict[str, Any]:
     """A line as a view; msgspec.DecodeError (its ValidationError included) when it is not a good record."""
-    return _compact([_DECODER.decode(raw)])[0]
+    view = _DECODER.decode(raw)
+    if view["turn"] == 0:
+        view.update(_FIRST_TURN.decode(raw))
+    return view
