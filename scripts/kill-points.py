@@ -56,6 +56,7 @@ def main() -> int:
         result["counted_keys"] == result["reference_keys"]
         and result["duplicates"] == 0
         and not result["lost"]
+        and result["same_content"]
         and not result["superseded_not_cut_short"]
         and not result["orphans"]
         and not result["pid_records"]

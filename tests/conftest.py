@@ -73,3 +73,27 @@ def replay_env() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def python_exe() -> str:
     return sys.executable
+
+
+# ---------------------------------------------------------------- fault counts in the CI log
+
+_FAULT_COUNTS: list[str] = []
+
+
+@pytest.fixture
+def fault_counts(request: pytest.FixtureRequest):
+    """Record one line of counts (kill points, records, deaths, timeouts) that a fault test measured: printed in
+    the run's terminal summary, so the CI log shows what each fault test saw, not only that it passed."""
+
+    def record(line: str) -> None:
+        _FAULT_COUNTS.append(f"{request.node.name}: {line}")
+        print(line)
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if _FAULT_COUNTS:
+        terminalreporter.section("fault tests: what each measured")
+        for line in _FAULT_COUNTS:
+            terminalreporter.write_line(line)

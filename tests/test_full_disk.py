@@ -16,7 +16,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -103,7 +103,9 @@ def limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_LIMIT, FSIZE_LIMIT))
 
 
-def test_full_disk_is_one_clear_error_and_resume_finishes(tmp_path: Path, llama_server_binary: str) -> None:
+def test_full_disk_is_one_clear_error_and_resume_finishes(
+    tmp_path: Path, llama_server_binary: str, fault_counts: Callable[[str], None]
+) -> None:
     matrix = tmp_path / "m.yaml"
     matrix.write_text(MATRIX)
     results = tmp_path / "disk"
@@ -162,3 +164,7 @@ def test_full_disk_is_one_clear_error_and_resume_finishes(tmp_path: Path, llama_
     assert [r for r in after if r["seed"] in done] == [r for r in before if r["seed"] in done]
     assert [c["status"] for c in cells] == ["complete"]
     assert {"cells_long.csv", "cells_long.parquet", "cells_wide.md"} <= set(report), report
+    fault_counts(
+        f"{'tmpfs full' if mounted else 'file size limit'}: {len(before)} record(s) intact at the error "
+        f"({errors[0][:90]}...); after the resume {len(after)} records, {len(ended)} seeds ended"
+    )

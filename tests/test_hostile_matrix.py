@@ -19,10 +19,11 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.core.cell import CellKey, slug
+from orchestrator.core.stats import MAX_RESAMPLES, MAX_RNG_SEED
 from orchestrator.core.types import ToolsMode
 from orchestrator.runner.matrix import MAX_CELL_ID, Matrix, expand
 from orchestrator.runner.matrixchecks import check_cell_ids
-from orchestrator.runner.matrixentries import MAX_NAME, MAX_RESAMPLES, MAX_RNG_SEED
+from orchestrator.runner.matrixentries import MAX_NAME
 from orchestrator.runner.matrixfile import MatrixError, load_matrix
 from orchestrator.runner.progress import SweepProgress
 from orchestrator.runner.safeyaml import MAX_BYTES, MAX_DEPTH

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,19 +36,22 @@ def check(reference_run: Path, run: Path, report: killpoints.KillReport) -> dict
     assert result["counted_keys"] == result["reference_keys"], "the counted records differ from an uninterrupted run"
     assert result["lost"] == [], "a record on disk at a kill is gone after the resumes"
     assert result["superseded_not_cut_short"] == [], "only the records of a seed run cut short are superseded"
+    assert result["same_content"], "a rerun seed must answer as in the uninterrupted run (its sampling seed)"
     assert result["ended_seeds"] == [f"ops-{i:02d}" for i in range(SEEDS)]
     assert result["orphans"] == [] and result["pid_records"] == []
     return result
 
 
-def test_sigkill_at_three_random_points_then_resume(tmp_path: Path, reference: tuple[Path, Path]) -> None:
+def test_sigkill_at_three_random_points_then_resume(
+    tmp_path: Path, reference: tuple[Path, Path], fault_counts: Callable[[str], None]
+) -> None:
     matrix, reference_run = reference
     total = len(killpoints.records(reference_run))
     points = killpoints.choose_points(RNG_SEED, 3, total)
     started = time.monotonic()
     run, report = killpoints.kill_and_resume(matrix, tmp_path / "r", points, [signal.SIGKILL] * 3, torn=True)
     result = check(reference_run, run, report)
-    print(
+    fault_counts(
         f"kill points (rng {RNG_SEED}): {points} of {total} records; records at each kill: {report.at_kill}; "
         f"servers left by each kill: {report.orphans_after_kill}; torn lines planted: {report.torn_lines}; "
         f"final records: {result['records']}, counted keys: {len(result['counted_keys'])}, "
@@ -59,7 +63,7 @@ def test_sigkill_at_three_random_points_then_resume(tmp_path: Path, reference: t
 
 
 def test_sigterm_in_readiness_and_sigint_mid_seed_tear_down_and_resume(
-    tmp_path: Path, reference: tuple[Path, Path]
+    tmp_path: Path, reference: tuple[Path, Path], fault_counts: Callable[[str], None]
 ) -> None:
     matrix, reference_run = reference
     total = len(killpoints.records(reference_run))
@@ -70,7 +74,7 @@ def test_sigterm_in_readiness_and_sigint_mid_seed_tear_down_and_resume(
         matrix, tmp_path / "r", points, [signal.SIGTERM, signal.SIGINT], torn=False
     )
     result = check(reference_run, run, report)
-    print(
+    fault_counts(
         f"signals {report.signals} at points {points}; records at each: {report.at_kill}; "
         f"servers left: {report.orphans_after_kill}; final records: {result['records']}; "
         f"{time.monotonic() - started:.0f}s"

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,9 @@ def server_pids(run_id: str) -> list[int]:
     return found
 
 
-def test_a_container_killed_mid_seed_is_restarted_and_its_seed_rerun(tmp_path: Path, docker_client) -> None:
+def test_a_container_killed_mid_seed_is_restarted_and_its_seed_rerun(
+    tmp_path: Path, docker_client, fault_counts: Callable[[str], None]
+) -> None:
     process, results = start_matrix(tmp_path, "container-kill", "launcher: docker, network: host")
     run = None
     try:
@@ -112,9 +115,10 @@ def test_a_container_killed_mid_seed_is_restarted_and_its_seed_rerun(tmp_path: P
         assert [launch["ok"] for launch in cell["launches"]] == [True, True]
         assert cell["launches"][0]["server"]["image_id"] == cell["launches"][1]["server"]["image_id"]
         launches = len(cell["launches"])
-        print(f"killed container {container.short_id} after {len(aborted)} record(s) of {seed}; {len(rows)} records, "
-              f"{len(died)} seed(s) ended server_died, {len(rerun)} rerun record(s) of {seed}, "
-              f"launches {launches}")  # fmt: skip
+        fault_counts(
+            f"killed container {container.short_id} after {len(aborted)} record(s) of {seed}; {len(rows)} records, "
+            f"{len(died)} seed(s) ended server_died, {len(rerun)} rerun record(s) of {seed}, launches {launches}"
+        )
     finally:
         if process.poll() is None:
             process.kill()
@@ -124,7 +128,9 @@ def test_a_container_killed_mid_seed_is_restarted_and_its_seed_rerun(tmp_path: P
             assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run.name}"}) == []
 
 
-def test_a_hung_server_costs_its_timeouts_and_the_run_ends(tmp_path: Path, llama_server_binary: str) -> None:
+def test_a_hung_server_costs_its_timeouts_and_the_run_ends(
+    tmp_path: Path, llama_server_binary: str, fault_counts: Callable[[str], None]
+) -> None:
     process, results = start_matrix(tmp_path, "hang", f"launcher: process, binary: {llama_server_binary}")
     run, pid = None, None
     try:
@@ -152,8 +158,10 @@ def test_a_hung_server_costs_its_timeouts_and_the_run_ends(tmp_path: Path, llama
         assert manifest.get("finished")
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-        print(f"SIGSTOP after {before} answered turn(s); {len(hung)} timed-out attempts of <= {REQUEST_S}s; "
-              f"ends {ends}; the run ended {took:.0f}s after the stop (bound {bound:.0f}s)")  # fmt: skip
+        fault_counts(
+            f"SIGSTOP after {before} answered turn(s); {len(hung)} timed-out attempts of <= {REQUEST_S}s; "
+            f"ends {ends}; the run ended {took:.0f}s after the stop (bound {bound:.0f}s)"
+        )
     finally:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):

@@ -9,7 +9,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -86,6 +86,10 @@ HOSTILE_LINES = [
     b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "n", "superseded": 1}',
     b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "n", "seed_attempt": -2}',
     b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "n", "schema_version": 9}',
+    b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "n", "detail": 5}',
+    b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "n", "flags": [1]}',
+    b'{"cell_id": "c", "seed": "s", "turn": 3, "outcome": "valid_call", "tools_mode": "n", "stack_version": {}}',
+    b'{"cell_id": "c", "seed": "s", "turn": 0, "outcome": "valid_call", "tools_mode": "n", "model": 7}',
     b'[1, 2]',
     b'{"cell_id": "c", \xff}',
     b"[" * 5000 + b"]" * 5000,
@@ -131,6 +135,12 @@ def test_blank_lines_and_two_records_on_a_line_are_read_line_by_line(tmp_path: P
     store = _store_with(tmp_path / "double", [good, good + good])
     with pytest.raises(Exception, match=r"turns.jsonl:2: bad JSON"):
         store.read_turns(view=True)
+    # One blank line and one line of two records: as many records as lines, still refused, in both readers.
+    for view in (False, True):
+        store = _store_with(tmp_path / f"both-{view}", [good, b"", good + good])
+        with pytest.raises(Exception, match=r"turns.jsonl:3: bad JSON"):
+            store.read_turns(view=view)
+    assert storedamage.bulk_decoded is jsonl.bulk_decoded  # the store's bulk path is the one checked here
 
 
 def test_a_torn_tail_is_the_same_damage_in_both_readers(tmp_path: Path) -> None:
@@ -150,6 +160,19 @@ def test_chunks_split_lines_only_at_newlines(monkeypatch: pytest.MonkeyPatch, tm
     store = _store_with(tmp_path, lines)
     assert [r["seed"] for r in store.read_turns(view=True)] == [f"s{i}" for i in range(40)]
     assert [r["seed"] for r in store.read_turns()] == [f"s{i}" for i in range(40)]
+
+
+def test_a_store_line_past_the_limit_is_one_error_read_in_bounded_memory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(jsonl, "READ_CHUNK", 64)
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
+    good = json.dumps(GOOD).encode()
+    huge = json.dumps({**GOOD, "raw_content": "x" * 5000}).encode()
+    for view in (False, True):
+        store = _store_with(tmp_path / str(view), [good, huge, good])
+        with pytest.raises(Exception, match=r"turns.jsonl:2: line longer than 1000 bytes"):
+            store.read_turns(view=view)
 
 
 # ---------------------------------------------------------------- stats
@@ -248,7 +271,7 @@ def test_stats_on_example_runs_equals_the_row_computation(run: Path) -> None:
 @given(
     st.lists(st.lists(st.integers(0, 8), min_size=1, max_size=12), min_size=1, max_size=30),
     st.integers(1, 3000),
-    st.integers(0, 2**32),
+    st.integers(0, 2**32 - 1),
 )
 def test_batched_bootstrap_equals_the_one_cell_function(groups: list[list[int]], resamples: int, seed: int) -> None:
     settings_ = BootstrapSettings(resamples=resamples, rng_seed=seed)
@@ -263,15 +286,21 @@ def test_a_bootstrap_past_one_block_draws_in_blocks(monkeypatch: pytest.MonkeyPa
 
     values = np.random.default_rng(3).random(7)
     whole = bootstrap_mean_interval(values, BootstrapSettings(resamples=4000))
-    monkeypatch.setattr(stats, "MAX_DRAW_INDICES", 50)  # 10 rows a block: 400 draws
+    blocks: list[int] = []
+    draw = stats._resample_blocks
+
+    def counted(rng: np.random.Generator, n: int, resamples: int) -> Any:
+        for block in draw(rng, n, resamples):
+            blocks.append(len(block))
+            yield block
+
+    monkeypatch.setattr(stats, "_resample_blocks", counted)
+    monkeypatch.setattr(stats, "MAX_DRAW_INDICES", 50)  # 7 rows of 7 seeds a block
     blocked = bootstrap_mean_interval(values, BootstrapSettings(resamples=4000))
+    assert blocks == [7] * 571 + [3]  # many blocks of at most 50 indices, 4,000 rows in all
     assert blocked == bootstrap_mean_intervals([values], BootstrapSettings(resamples=4000))[0]
     assert blocked == whole
-    assert stats.MAX_DRAW_INDICES // values.size * 10 < 4000  # it did take many blocks
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(pytest.main([__file__, "-q"]))
 
 
 # ---------------------------------------------------------------- the lean paths are the ones taken
@@ -337,3 +366,108 @@ def test_stats_refuses_bootstrap_options_out_of_range(option: list[str], tmp_pat
                           capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert option[0] in done.stderr
+
+
+# ---------------------------------------------------------------- every field a report reads is in the view
+
+
+def _parallel_run(directory: Path) -> Path:
+    """A run of the parallel suite (no committed example has one): two cells, streamed and not, text-parsed and
+    server-parsed calls, a refused seed, a later turn."""
+    from orchestrator.runner.tasks import load_suite
+
+    suite = load_suite("parallel")
+    run = directory / "20260101T000000Z-parallel-000000"
+    (run / "cells").mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"run_id": run.name, "matrix": {"bootstrap": {"resamples": 300}}}))
+    lines = []
+    for order, (cell, stream, path) in enumerate([("c-server", False, "server"), ("c-text", True, "harness")]):
+        cell_file = {"cell_id": cell, "stack_label": "llamacpp-jinja", "stack": "llamacpp", "model": "m",
+                     "tools_mode": "native", "status": "complete", "order": order, "stream": stream,
+                     "suite": "parallel"}  # fmt: skip
+        (run / "cells" / f"{cell}.json").write_text(json.dumps(cell_file))
+        for index, seed in enumerate(suite.seeds[:4]):
+            calls = [{"name": c.name, "arguments": c.arguments, "id": f"i{n}" if path == "server" else None}
+                     for n, c in enumerate(seed.parallel or [])][: 1 + index % 2]  # fmt: skip
+            base = {"schema_version": 2, "run_id": run.name, "cell_id": cell, "seed": seed.id, "suite": "parallel",
+                    "tools_mode": "native", "model": "m", "stack": "llamacpp", "stack_config": "llamacpp-jinja",
+                    "stack_version": "b1", "parse_path": path, "stream": stream, "attempt": 0, "seed_attempt": 0,
+                    "sampling_seed": index, "flags": [], "detail": None, "error": None}  # fmt: skip
+            outcome = "rejected_request" if index == 3 else "valid_call"
+            facts = {"stream_facts": {"call_indexes": list(range(len(calls)))}} if stream else {}
+            lines.append({**base, "turn": 0, "outcome": outcome, "calls": calls, "raw_content": None, **facts})
+            lines.append({**base, "turn": 1, "outcome": "no_call_prose", "calls": [], "raw_content": "done",
+                          "end": "prose"})  # fmt: skip
+    (run / "turns.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return run
+
+
+def test_report_of_a_parallel_run_from_views_equals_the_report_from_full_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _parallel_run(tmp_path / "src")
+    full = _report_files(run, tmp_path, False, monkeypatch)
+    view = _report_files(run, tmp_path, True, monkeypatch)
+    assert "parallel.csv" in full
+    assert [name for name in full if view[name] != full[name]] == []
+
+
+class _Spy(dict):
+    """A record that notes every key the report reads of it, by whether it is a seed's first turn."""
+
+    read: ClassVar[dict[bool, set[str]]] = {True: set(), False: set()}
+
+    def _note(self, key: object) -> None:
+        _Spy.read[dict.get(self, "turn") == 0].add(str(key))
+
+    def __getitem__(self, key: str) -> Any:
+        self._note(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._note(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._note(key)
+        return super().__contains__(key)
+
+    def keys(self) -> Any:  # {**record} of a dict subclass with keys(): every key counts as read
+        for key in dict.keys(self):
+            self._note(key)
+        return super().keys()
+
+
+def test_every_field_the_report_reads_is_in_the_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over every committed run and a parallel-suite run: the keys read of a first turn are view fields, those
+    read of a later turn are fields a later turn's view keeps (the first-turn fields are decoded on turn 0 only)."""
+    from orchestrator.analysis import parallel
+
+    read = RunStore.read_turns
+    monkeypatch.setattr(RunStore, "read_turns", lambda self, view=False: [_Spy(r) for r in read(self)])
+    counted = parallel.counted_turns  # the parallel section copies records (`dict(turn)`): spy on the copies too
+    monkeypatch.setattr(parallel, "counted_turns", lambda records: [_Spy(r) for r in counted(records)])
+    _Spy.read = {True: set(), False: set()}
+    for run in [*EXAMPLES, _parallel_run(tmp_path / "parallel")]:
+        copy = tmp_path / "copies" / run.name
+        shutil.copytree(run, copy)
+        write_report(RunStore(copy))
+    assert {"calls", "raw_content", "model", "parse_path"} <= _Spy.read[True]  # the spy saw the sections read
+    assert _Spy.read[True] <= VIEW_FIELDS, sorted(_Spy.read[True] - VIEW_FIELDS)
+    assert _Spy.read[False] <= VIEW_FIELDS - set(FirstTurnFields.__annotations__), sorted(
+        _Spy.read[False] & set(FirstTurnFields.__annotations__)
+    )
+
+
+def test_report_on_a_manifest_with_a_huge_bootstrap_is_one_error(tmp_path: Path) -> None:
+    import subprocess
+
+    run = tmp_path / EXAMPLES[0].name
+    shutil.copytree(EXAMPLES[0], run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["matrix"]["bootstrap"] = {"resamples": 10**12, "rng_seed": -1}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "report", str(run)], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "resamples" in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import os
 import sys
@@ -21,9 +22,8 @@ from orchestrator.analysis.views import probe_view, stats_view, wide_view
 from orchestrator.cli.outcomerows import decode_outcome_rows, outcome_frame
 from orchestrator.core.cell import PRIMARY_AXES
 from orchestrator.core.jsonl import InputError, read_jsonl_batches
-from orchestrator.core.stats import BootstrapSettings, cell_table
+from orchestrator.core.stats import MAX_RESAMPLES, MAX_RNG_SEED, BootstrapSettings, cell_table
 from orchestrator.core.types import Outcome, ToolsMode
-from orchestrator.runner.matrixentries import MAX_RESAMPLES, MAX_RNG_SEED
 from orchestrator.serving.registry import load_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure tool calling per serving stack.")
@@ -355,6 +355,9 @@ def report_command(
     def warn(message: str) -> None:
         err_console.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
+    # This process reads every record once and ends: no cyclic collection walking a million records (they hold
+    # no cycles; refcounting frees them). Measured: 1M turns 12.6 s with the collector, 9.6 s without.
+    gc.disable()
     store = RunStore(run_dir, recover=allow_damaged, warn=warn)
     try:
         _long, wide, written = write_report(store, do_reclassify=reclassify)

@@ -7,17 +7,14 @@ two equal on hostile records."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import msgspec
 import pandas as pd
 
 from orchestrator.core.cell import PRIMARY_AXES, CellKey
-from orchestrator.core.types import Outcome, SeedEnd, ToolsMode
-
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-OutcomeValue = Literal[tuple(o.value for o in Outcome)]  # type: ignore[valid-type]
-ModeValue = Literal[tuple(m.value for m in ToolsMode)]  # type: ignore[valid-type]
+from orchestrator.core.jsonl import ModeValue, NonNegative, OutcomeValue
+from orchestrator.core.types import SeedEnd
 
 
 class OutcomeRow(TypedDict):

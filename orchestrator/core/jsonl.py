@@ -6,13 +6,19 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Annotated, Any, BinaryIO, Literal, TypeVar
 
 import msgspec
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from orchestrator.core.types import Outcome, ToolsMode
+
 ModelT = TypeVar("ModelT", bound=BaseModel)
+# msgspec types of the record fields the bulk readers check (runner/turnview.py, cli/outcomerows.py): one place.
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+OutcomeValue = Literal[tuple(o.value for o in Outcome)]  # type: ignore[valid-type]  # exactly the six
+ModeValue = Literal[tuple(m.value for m in ToolsMode)]  # type: ignore[valid-type]
 MAX_LINE_BYTES = 64 * 1024 * 1024  # far above any record; a longer line is refused before it fills memory
 
 
@@ -100,20 +106,24 @@ def _newlines(data: bytes | memoryview) -> np.ndarray:
 NEWLINE = ord("\n")
 
 
-def iter_chunks(handle: BinaryIO, max_line: int = MAX_LINE_BYTES) -> Iterator[Chunk]:
+def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk]:
     """A binary file as chunks of whole lines, about READ_CHUNK bytes each (views into what was read, not
     copies), then its unended tail (if any); ValueError on a line longer than `max_line` bytes (refused once
     that many bytes of it are read, never read whole). A line cut by a chunk's end is its own one-line chunk."""
-    number, carry = 1, b""
+    max_line = MAX_LINE_BYTES if max_line is None else max_line
+    number, carried = 1, 0
+    pieces: list[bytes] = []  # a line that began in an earlier chunk, `carried` bytes of it so far
     while chunk := handle.read(READ_CHUNK):
         start = 0
-        if carry:
+        if carried:
             head = chunk.find(b"\n")
             if head < 0:  # the carried line goes on past this chunk too
-                carry += chunk
-                _check_length(len(carry), number, max_line)
+                pieces.append(chunk)
+                carried += len(chunk)
+                _check_length(carried, number, max_line)
                 continue
-            line, carry, start = carry + chunk[: head + 1], b"", head + 1
+            line, start = b"".join([*pieces, chunk[: head + 1]]), head + 1
+            pieces, carried = [], 0
             _check_length(len(line) - 1, number, max_line)
             yield Chunk(number, line, np.asarray([len(line) - 1]))
             number += 1
@@ -127,9 +137,11 @@ def iter_chunks(handle: BinaryIO, max_line: int = MAX_LINE_BYTES) -> Iterator[Ch
             yield Chunk(number, body, ends)
             number += len(ends)
         carry = chunk[max(cut, start) :]
-        _check_length(len(carry), number, max_line)
-    if carry:
-        yield Chunk(number, carry, np.empty(0, dtype=np.intp))  # unended: no `\\n` at its end
+        if carry:
+            pieces, carried = [carry], len(carry)
+            _check_length(carried, number, max_line)
+    if carried:
+        yield Chunk(number, b"".join(pieces), np.empty(0, dtype=np.intp))  # unended: no `\\n` at its end
 
 
 def _check_length(length: int, number: int, max_line: int) -> None:
@@ -149,16 +161,25 @@ BulkDecode = Callable[[bytes | memoryview, np.ndarray], list[Any]]  # (lines, of
 
 
 def bulk_decoded(chunk: Chunk, decode_lines: BulkDecode) -> list[Any] | None:
-    """Every line of a chunk decoded at once (fast), or None where the line-by-line reader must decide: the bulk
-    decoder failed, or read another number of records than the chunk has lines (a blank line, two objects on
-    one line). A chunk with both, as many blank lines as extra objects, reads its two-object lines as records."""
-    if chunk.unended:
+    """Every line of a chunk decoded at once (fast), or None where the line-by-line reader must decide: a line
+    that does not start with `{` (a blank or indented line, anything but a record as written), a bulk decoder
+    that fails, or one that reads another number of records than the chunk has lines (two objects on a line)."""
+    if chunk.unended or not _all_lines_open_an_object(chunk):
         return None
     try:
         records = decode_lines(chunk.data, chunk.ends)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     return records if len(records) == chunk.lines else None
+
+
+def _all_lines_open_an_object(chunk: Chunk) -> bool:
+    data = np.frombuffer(chunk.data, dtype=np.uint8)
+    starts = np.concatenate(([0], chunk.ends[:-1] + 1)) if len(chunk.ends) else np.zeros(0, dtype=np.intp)
+    return bool(len(starts)) and bool((data[starts] == OPEN_BRACE).all())
+
+
+OPEN_BRACE = ord("{")
 
 
 def read_jsonl_batches(path: Path, model: type[ModelT], decode_lines: BulkDecode) -> Iterator[list[dict[str, Any]]]:
@@ -183,10 +204,10 @@ def read_jsonl_batches(path: Path, model: type[ModelT], decode_lines: BulkDecode
                         row.setdefault(name, default)
                 yield rows
         except (OSError, ValueError) as exc:
-            raise InputError(_read_error(path, exc)) from exc
+            raise InputError(read_error(path, exc)) from exc
 
 
-def _read_error(path: Path, exc: OSError | ValueError) -> str:
+def read_error(path: Path, exc: OSError | ValueError) -> str:
     """`path:N: line longer than ...` for an overlong line (as `read_jsonl` says it), else what failed."""
     text = str(exc)
     if text.startswith("line ") and " is longer than " in text:

@@ -31,11 +31,17 @@ DEGENERATE_MAX_SEQUENCES = 2
 CELL_KEYS: tuple[str, ...] = PRIMARY_AXES  # a cell's identity lives in core/cell.py
 
 
+MAX_RESAMPLES = 1_000_000  # a bootstrap this large is already exact to the printed digit
+MAX_RNG_SEED = 2**32 - 1  # what every numpy generator accepts
+
+
 class BootstrapSettings(BaseModel):
+    """Bounded wherever settings come from (a matrix, a stored manifest, the command line): they reach numpy."""
+
     model_config = ConfigDict(frozen=True)
 
-    resamples: int = Field(DEFAULT_RESAMPLES, ge=1)
-    rng_seed: int = DEFAULT_RNG_SEED
+    resamples: int = Field(DEFAULT_RESAMPLES, ge=1, le=MAX_RESAMPLES)
+    rng_seed: int = Field(DEFAULT_RNG_SEED, ge=0, le=MAX_RNG_SEED)
     confidence: float = Field(0.95, gt=0, lt=1)
 
 

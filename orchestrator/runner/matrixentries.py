@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.core.classify import AUTO_FORMAT, check_call_format
-from orchestrator.core.stats import BootstrapSettings
+from orchestrator.core.stats import MAX_RESAMPLES, MAX_RNG_SEED, BootstrapSettings
 from orchestrator.core.types import ToolsMode
 from orchestrator.runner.tasks import SuiteError, load_suite
 from orchestrator.serving.chatapi import Decoding
@@ -26,8 +26,6 @@ from orchestrator.serving.stackspec import Host
 from orchestrator.serving.streaming import StreamTimeouts
 
 MAX_NAME = 64
-MAX_RESAMPLES = 1_000_000  # a bootstrap this large is already exact to the printed digit
-MAX_RNG_SEED = 2**32 - 1
 MAX_TURN_CAP = 10_000
 MAX_COUNT = 1_000_000  # seeds per suite, tokens per answer: far above any real matrix
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")

@@ -35,7 +35,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from orchestrator.core.jsonl import read_error
 from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SeedEnd, TurnRecord
+from orchestrator.runner import storerepair
 from orchestrator.runner.diskfull import append_line, named_writes
 from orchestrator.runner.storedamage import (
     CELL_HINT,
@@ -43,9 +45,7 @@ from orchestrator.runner.storedamage import (
     TORN,
     Damage,
     LineError,
-    aside_path,
     damaged_lines_message,
-    decoded,
     iter_file_batches,
     load_json,
     standin_cell,
@@ -159,18 +159,14 @@ def warn_stderr(message: str) -> None:
 
 
 @contextlib.contextmanager
-def paused_gc(freeze: bool = False) -> Iterator[None]:
+def paused_gc() -> Iterator[None]:
     """No cyclic garbage collection while a million records are built: records hold no cycles, and each
-    collection would walk every object built so far (a read that grows quadratically). `freeze`: what was
-    built is then moved out of the collector's sight for good (gc.freeze; refcounting still frees it), or the
-    first collection after would walk it all once more (0.8 s for a million views)."""
+    collection would walk every object built so far (a read that grows quadratically)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if freeze:
-            gc.freeze()
         if enabled:
             gc.enable()
 
@@ -238,12 +234,12 @@ class RunStore:
         bad: list[Damage] = []
         self._torn = None
         try:
-            with paused_gc(freeze=view):  # views: the report's read, in a process that ends after it
+            with paused_gc():
                 self._read_into(records, bad, view)
         except FileNotFoundError as exc:
             raise StoreError(f"{self.turns_path}: missing: the run has no turn records (nothing was changed)") from exc
-        except OSError as exc:
-            raise StoreError(f"{self.turns_path}: cannot read: {exc.strerror or exc}") from exc
+        except (OSError, ValueError) as exc:  # ValueError: a line past MAX_LINE_BYTES, refused unread
+            raise StoreError(read_error(self.turns_path, exc)) from exc
         if bad and not self.recover:
             raise StoreError(damaged_lines_message(bad))
         for damage in bad:
@@ -279,38 +275,8 @@ class RunStore:
         return 0 if state is None else state.attempt + 1
 
     def supersede_unfinished(self) -> int:
-        """Prepare a resume: mark the records of unfinished seed runs (a killed run's partial seeds) superseded,
-        kept on disk and never counted; the resume reruns each such seed under its next seed attempt. Runs that
-        ended, `server_died` ones included, stay as they are. A torn last line goes to turns.jsonl.torn and a
-        damaged cell file to cells/<id>.json.damaged (each warned about); any other damaged line is an error
-        before anything changes. Returns how many records were newly marked."""
-        records = self.read_turns()
-        damaged_cells = self.damaged_cell_files()
-        for path, reason in damaged_cells:
-            aside = aside_path(path, ".damaged")
-            path.replace(aside)
-            self.note(Damage(path, None, "bad_cell", f"{reason}; kept as {aside.name}, the resume rebuilds the cell"))
-        torn = self._torn is not None
-        if torn:
-            self.keep_torn(self._torn)
-        ended = {run_key(r) for r in records if r.get("end")}
-        marked = 0
-        for record in records:
-            if run_key(record) not in ended and not record.get("superseded"):
-                record["superseded"] = True
-                marked += 1
-        if marked or torn:  # a rewrite also leaves the torn fragment out of turns.jsonl
-            self._rewrite(records)
-        return marked
-
-    def keep_torn(self, fragment: bytes) -> Path:
-        """Append a torn fragment to turns.jsonl.torn (one per line): not a record, but not thrown away."""
-        torn_path = self.turns_path.with_name(self.turns_path.name + ".torn")
-        with torn_path.open("ab") as handle:
-            handle.write(fragment + b"\n")
-        self.warn(f"{self.turns_path}: the torn last line is kept in {torn_path.name}")
-        self._torn = None
-        return torn_path
+        """Prepare a resume (runner/storerepair.py): a killed run's partial seeds kept, marked superseded."""
+        return storerepair.supersede_unfinished(self)
 
     def mark_superseded(self, keys: set[SeedKey]) -> int:
         """Mark every stored record of these seeds superseded (a rerun replaces them); nothing is deleted."""
@@ -321,10 +287,15 @@ class RunStore:
                 record["superseded"] = True
                 marked += 1
         if marked:
-            self._rewrite(records)
+            self.rewrite(records)
         return marked
 
-    def _rewrite(self, records: list[dict[str, Any]]) -> None:
+    def torn_fragment(self) -> bytes | None:
+        """The torn last line the latest read skipped (bytes after the last `\\n` that are no record), if any."""
+        return self._torn
+
+    def rewrite(self, records: list[dict[str, Any]]) -> None:
+        """Replace turns.jsonl by `records` (written whole to a temporary file, flushed, renamed into place)."""
         self.close()  # the append handle would point at the replaced file
         tmp = self.turns_path.with_suffix(".jsonl.tmp")
         with named_writes(self.turns_path, remove=tmp), tmp.open("w", encoding="utf-8") as handle:
@@ -332,30 +303,11 @@ class RunStore:
             handle.flush()
             os.fsync(handle.fileno())
         tmp.replace(self.turns_path)
-        self._states = None
-
-    def _seal_tail(self) -> None:
-        """Before the first append: a file not ended by a newline gets one after a complete last record, or
-        loses its torn fragment to turns.jsonl.torn; the next record never lands on a line of its own."""
-        if not self.turns_path.is_file():
-            return
-        with self.turns_path.open("rb+") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            if size == 0 or (handle.seek(size - 1), handle.read(1))[1] == b"\n":
-                return
-            handle.seek(0)
-            data = handle.read()
-            start = data.rfind(b"\n") + 1
-            fragment = data[start:]
-            if not fragment.strip() or not isinstance(decoded(fragment, turn_record), LineError):
-                handle.write(b"\n")  # a complete record (or blanks) without its newline
-                return
-            handle.truncate(start)
-        self.keep_torn(fragment)
+        self._states, self._torn = None, None
 
     def append_turn(self, record: TurnRecord) -> None:
         if self._handle is None:
-            self._seal_tail()
+            storerepair.seal_tail(self)
             self._handle = self.turns_path.open("ab", buffering=0)
         # Unbuffered, per turn: a crash loses at most the line being written; a full disk none (DiskFull).
         append_line(self._handle, (record.model_dump_json() + "\n").encode(), self.turns_path)

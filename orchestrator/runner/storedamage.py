@@ -6,7 +6,6 @@ The policy itself is the store's (see `orchestrator.runner.store`)."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +15,12 @@ import msgspec
 
 from orchestrator.core.jsonl import BulkDecode, bulk_decoded, iter_chunks, numbered_lines
 from orchestrator.core.types import Outcome
-from orchestrator.runner.turnview import decode_view
+from orchestrator.runner.turnview import TurnView, decode_view
 
-TURN_KEYS = ("cell_id", "seed", "turn", "outcome", "tools_mode")
+TURN_KEYS = tuple(key for key in TurnView.__annotations__ if key in TurnView.__required_keys__)
 OUTCOMES = frozenset(o.value for o in Outcome)
+# Text fields the report reads: a string or null (another type would fail it mid-report).
+TEXT_OR_NULL = ("end", "detail", "call_format", "stack_version", "suite", "model", "stack_config", "parse_path")
 DAMAGED_STATUS = "damaged"  # a stand-in cell's status: its cell file could not be read
 # The turn fields a stand-in cell takes over from its first turn record (the rest of its config is lost).
 STANDIN_FIELDS = ("stack", "tool_config", "model", "tools_mode", "hint", "channel", "sample", "without", "stream")
@@ -83,7 +84,9 @@ def turn_record(raw: bytes) -> dict[str, Any]:
     wrong = [key for key in ("cell_id", "seed", "tools_mode") if not isinstance(record[key], str)]
     wrong += [] if _is_int(record["turn"]) else ["turn"]
     wrong += [] if record.get("seed_attempt") is None or _is_int(record["seed_attempt"]) else ["seed_attempt"]
-    wrong += [] if record.get("end") is None or isinstance(record["end"], str) else ["end"]
+    wrong += [key for key in TEXT_OR_NULL if not isinstance(record.get(key), str | None)]
+    flags = record.get("flags")
+    wrong += [] if flags is None or (isinstance(flags, list) and all(isinstance(f, str) for f in flags)) else ["flags"]
     wrong += [] if isinstance(record.get("superseded", False), bool) else ["superseded"]
     if wrong:
         raise LineError(f"not a turn record (wrong type for {', '.join(wrong)})")
@@ -116,9 +119,10 @@ class Batch:
 
 def iter_file_batches(path: Path, decode: Decode = turn_record, bulk: BulkDecode | None = None) -> Iterator[Batch]:
     """A file's non-blank lines, read a chunk at a time (bounded memory: core/jsonl.py). `bulk` decodes a chunk's
-    complete lines at once; a chunk it refuses is read line by line with `decode` (`bulk_decoded`)."""
+    complete lines at once; a chunk it cannot read as one record a line is read line by line with `decode`
+    (`bulk_decoded`), which decides."""
     with path.open("rb") as handle:
-        for chunk in iter_chunks(handle, max_line=sys.maxsize):  # a store's line is never refused for its length
+        for chunk in iter_chunks(handle):  # a line past MAX_LINE_BYTES: ValueError, refused before it is read whole
             records = bulk_decoded(chunk, bulk) if bulk is not None else None
             if records is not None:
                 yield Batch(records, [])
@@ -147,13 +151,22 @@ def standin_cell(cell_id: str, turns_path: Path, reason: str) -> dict[str, Any] 
     """What a damaged cell file can be replaced by for a report: the axes its first readable turn record
     names, status `damaged`, the reason; None when no turn names the cell (nothing of it to report)."""
     needle = json.dumps(cell_id).encode()
-    batches = iter_file_batches(turns_path) if turns_path.is_file() else iter(())
-    for _number, raw, record, _unended in (line for batch in batches for line in batch.lines):
-        if needle in raw and isinstance(record, dict) and record["cell_id"] == cell_id:
-            fields = {key: record[key] for key in STANDIN_FIELDS if key in record}
-            label = record.get("stack_config") or record.get("stack")
-            return {**fields, "cell_id": cell_id, "order": 10**9, "stack_label": label,
-                    "status": DAMAGED_STATUS, "error": reason}  # fmt: skip
+    try:
+        return _standin_from(turns_path, needle, cell_id, reason)
+    except (OSError, ValueError):  # no turns file, an overlong line: no stand-in (the read of turns says why)
+        return None
+
+
+def _standin_from(turns_path: Path, needle: bytes, cell_id: str, reason: str) -> dict[str, Any] | None:
+    with turns_path.open("rb") as handle:
+        lines = (line for chunk in iter_chunks(handle) for line in numbered_lines(chunk))
+        for _number, raw in lines:
+            record = decoded(raw, turn_record) if needle in raw else None  # decode only the lines naming it
+            if isinstance(record, dict) and record["cell_id"] == cell_id:
+                fields = {key: record[key] for key in STANDIN_FIELDS if key in record}
+                label = record.get("stack_config") or record.get("stack")
+                return {**fields, "cell_id": cell_id, "order": 10**9, "stack_label": label,
+                        "status": DAMAGED_STATUS, "error": reason}  # fmt: skip
     return None
 
 

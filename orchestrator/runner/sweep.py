@@ -12,7 +12,6 @@ Resumable: finished seeds are never rerun."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -31,6 +30,7 @@ from orchestrator.runner.guards import active_guards
 from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
 from orchestrator.runner.mcpclient import McpToolServer
 from orchestrator.runner.progress import SweepProgress
+from orchestrator.runner.serverlog import record_server
 from orchestrator.runner.session import LaunchFailed, ServerSession, launch_config, model_ref_for
 from orchestrator.runner.store import RunStore, now
 from orchestrator.runner.streamstore import StreamStore
@@ -183,32 +183,7 @@ class Sweep:
             finally:
                 session.stop()
         finally:
-            self.record_server(plan, session, started, time.monotonic() - begun)
-
-    def record_server(self, plan: ServerPlan, session: ServerSession, started: str, wall_s: float) -> None:
-        """One line per server session in `servers.jsonl`: the stack config and model(s) it served, each of its
-        starts, and the seconds each phase took (launch, readiness, probe, seeds, teardown)."""
-        launches = session.launches
-        phases = {
-            "launch": sum(launch.get("start_s") or 0.0 for launch in launches),
-            "readiness": sum(launch.get("ready_s") or 0.0 for launch in launches),
-            **self.phase_s,
-            "teardown": sum(launch.get("teardown_s") or 0.0 for launch in launches),
-        }
-        record = {
-            "server_id": plan.server_id,
-            "stack_config": plan.stack.label,
-            "stack": plan.stack.stack,
-            "models": [model.name for model in plan.models],
-            "cells": [cell.cell_id for cell in plan.cells],
-            "started": started,
-            "finished": now(),
-            "wall_s": round(wall_s, 3),
-            "phases_s": {name: round(value, 3) for name, value in phases.items()},
-            "launches": [{k: v for k, v in launch.items() if k != "server"} for launch in launches],
-        }
-        with (self.store.dir / "servers.jsonl").open("a", encoding="utf-8") as out:
-            out.write(json.dumps(record, default=str) + "\n")
+            record_server(self.store.dir, plan, session, self.phase_s, started, time.monotonic() - begun)
 
     def run_model(
         self,
@@ -367,7 +342,8 @@ class Sweep:
             suite, seed_id = seed
             with self.lock:  # a rerun's first act: the aborted run's records are marked superseded
                 attempt = self.store.next_seed_attempt((cell.cell_id, seed_id))
-                if attempt:
+                if attempt and self.store.seed_states()[(cell.cell_id, seed_id)].end is not None:
+                    # a run that died (a run a killed process cut short was marked at the resume: no re-read)
                     self.store.mark_superseded({(cell.cell_id, seed_id)})
             loaded = load_suite(suite)
             ctx = SeedContext(

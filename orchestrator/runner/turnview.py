@@ -1,32 +1,29 @@
 """A lean, read-only view of a turn record for the report at scale.
 
 A full record holds the stack's raw reply (`raw_body`, ~40% of a record), the text-call candidates, the prompt-
-cache facts: decoded as Python dicts, 1M records take ~12 GB and minutes. The report reads none of those. A
+cache facts: the report used to read them all, whole file and every field (some 14 KiB of peak memory a turn,
+benchmarks/results/scale-before.md); it reads none of those. A
 view is a plain dict decoded by msgspec straight from the line's bytes with only the fields the report reads
 (`TurnView`, a TypedDict; every other field in the line is scanned, never built into objects). The fields the
 report reads on a seed's first turn only (`FirstTurnFields`: its first answer, for stream pairs and parallel
 first calls) are decoded for turn-0 lines alone, in a second pass over just those lines.
 
-The key fields are checked as strictly as `storedamage.turn_record` checks them; a line that fails here is
+The fields are typed as strictly as `storedamage.turn_record` checks them; a line that fails here is
 handed to `turn_record` for its exact error message (the one reader of damage), so the view changes how fast a
 good line is read, never which lines are good.
 """
 
-from __future__ import annotations
-
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+# No `from __future__ import annotations` here: a TypedDict needs its annotations evaluated to tell NotRequired
+# keys apart (`__required_keys__`: the keys storedamage.TURN_KEYS demands of every record).
+from typing import Any, Literal, NotRequired, TypedDict
 
 import msgspec
 import numpy as np
 
-from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, Outcome
+from orchestrator.core.jsonl import NonNegative, OutcomeValue
+from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS
 
-OutcomeName = Literal[
-    "valid_call", "hallucinated_call", "unparseable_text", "no_call_prose", "rejected_request", "non_response"
-]
 KnownVersion = Literal[tuple(sorted(KNOWN_SCHEMA_VERSIONS))]  # type: ignore[valid-type]
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-assert set(OutcomeName.__args__) == {o.value for o in Outcome}  # type: ignore[attr-defined]  # one list of six
 
 
 class TurnView(TypedDict):
@@ -35,31 +32,35 @@ class TurnView(TypedDict):
     cell_id: str
     seed: str
     turn: NonNegative
-    outcome: OutcomeName
+    outcome: OutcomeValue
     tools_mode: str
     schema_version: NotRequired[KnownVersion]  # another version: the line goes to the full reader, which names it
     seed_attempt: NotRequired[NonNegative | None]
     end: NotRequired[str | None]
     superseded: NotRequired[bool]
-    call_format: NotRequired[Any]
+    call_format: NotRequired[str | None]
     constraint_honoured: NotRequired[Any]
-    detail: NotRequired[Any]
-    flags: NotRequired[Any]
-    stack_version: NotRequired[Any]
+    detail: NotRequired[str | None]
+    flags: NotRequired[list[str] | None]
+    stack_version: NotRequired[str | None]
     stream: NotRequired[Any]
     stream_facts: NotRequired[Any]
-    suite: NotRequired[Any]
+    suite: NotRequired[str | None]
     task_success: NotRequired[Any]
 
 
 class FirstTurnFields(TypedDict):
-    """What the report reads of a seed's first turn beyond `TurnView`: its first answer and how it was drawn."""
+    """What the report reads of a seed's first turn beyond `TurnView`: its first answer, how it was drawn, and
+    (parallel suite) what served it."""
 
     attempt: NotRequired[Any]
     calls: NotRequired[Any]
     error: NotRequired[Any]
     raw_content: NotRequired[Any]
     sampling_seed: NotRequired[Any]
+    model: NotRequired[str | None]
+    stack_config: NotRequired[str | None]
+    parse_path: NotRequired[str | None]
 
 
 VIEW_FIELDS = frozenset(TurnView.__annotations__) | frozenset(FirstTurnFields.__annotations__)

@@ -1,0 +1,87 @@
+"""Repairs a resume makes to a run directory before anything is appended (the policy: runner/store.py):
+a killed run's partial seed runs kept and marked superseded, a torn last line moved to turns.jsonl.torn, a
+damaged cell file kept aside; and the seal before a first append, so that no record is glued onto a fragment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.runner.storedamage import Damage, LineError, aside_path, decoded, turn_record
+
+if TYPE_CHECKING:
+    from orchestrator.runner.store import RunStore
+
+TAIL_BLOCK = 64 * 1024  # bytes read at a time, backwards, to find the last line of turns.jsonl
+
+
+def supersede_unfinished(store: RunStore) -> int:
+    """Mark the records of unfinished seed runs (a killed run's partial seeds) superseded, kept on disk and
+    never counted; the resume reruns each such seed under its next seed attempt. Runs that ended,
+    `server_died` ones included, stay as they are. A torn last line goes to turns.jsonl.torn and a damaged cell
+    file to cells/<id>.json.damaged (each warned about); any other damaged line is an error before anything
+    changes. Returns how many records were newly marked."""
+    from orchestrator.runner.store import run_key
+
+    records = store.read_turns()
+    for path, reason in store.damaged_cell_files():
+        aside = aside_path(path, ".damaged")
+        path.replace(aside)
+        store.note(Damage(path, None, "bad_cell", f"{reason}; kept as {aside.name}, the resume rebuilds the cell"))
+    fragment = store.torn_fragment()
+    ended = {run_key(r) for r in records if r.get("end")}
+    marked = 0
+    for record in records:
+        if run_key(record) not in ended and not record.get("superseded"):
+            record["superseded"] = True
+            marked += 1
+    if marked or fragment is not None:  # the rewrite also leaves the torn fragment out of turns.jsonl
+        store.rewrite(records)  # first: a failed rewrite leaves the fragment where it was, not kept twice
+    if fragment is not None:
+        keep_torn(store, fragment)
+    return marked
+
+
+def keep_torn(store: RunStore, fragment: bytes) -> Path:
+    """Append a torn fragment to turns.jsonl.torn (one per line): not a record, but not thrown away."""
+    torn_path = store.turns_path.with_name(store.turns_path.name + ".torn")
+    with torn_path.open("ab") as handle:
+        handle.write(fragment + b"\n")
+    store.warn(f"{store.turns_path}: the torn last line is kept in {torn_path.name}")
+    return torn_path
+
+
+def last_line_start(handle: object, size: int) -> int:
+    """Offset of the first byte after the last `\\n` of an open binary file of `size` bytes (0 if none), read
+    backwards a block at a time: never the whole file."""
+    end = size
+    while end > 0:
+        start = max(0, end - TAIL_BLOCK)
+        handle.seek(start)  # type: ignore[attr-defined]
+        block = handle.read(end - start)  # type: ignore[attr-defined]
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        end = start
+    return 0
+
+
+def seal_tail(store: RunStore) -> None:
+    """Before the first append: a file not ended by a newline gets one after a complete last record, or loses
+    its torn fragment to turns.jsonl.torn; the next record never lands on a line of its own."""
+    if not store.turns_path.is_file():
+        return
+    with store.turns_path.open("rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0 or (handle.seek(size - 1), handle.read(1))[1] == b"\n":
+            return
+        start = last_line_start(handle, size)
+        handle.seek(start)
+        fragment = handle.read()
+        if not fragment.strip() or not isinstance(decoded(fragment, turn_record), LineError):
+            handle.seek(0, os.SEEK_END)
+            handle.write(b"\n")  # a complete record (or blanks) without its newline
+            return
+        handle.truncate(start)
+    keep_torn(store, fragment)
