@@ -4,7 +4,7 @@
    and `stats` use) vs `scipy.stats.bootstrap` (percentile, vectorised over the cells) vs the one-cell function
    called per cell. The batch's intervals are checked equal to the one-cell function's.
 2. `orchestrate stats` and `orchestrate report` over a synthetic run of 1M turn records shaped like the committed
-   examples (benchmarks/scalegen.py: real records, real sizes, ~2.4 KB a line), each a subprocess (interpreter
+   examples (benchmarks/scalegen.py: real records, real sizes, ~2.4 KB a line: 2.3 GiB), each a subprocess (interpreter
    start and imports included), timed with its peak RSS (os.wait4). Baselines in the same run: the I/O floor
    (reading every byte of turns.jsonl) and the parse floor (msgspec decoding the five key fields of every line,
    the least any reader of the records pays).
@@ -13,7 +13,7 @@
 
 Writes benchmarks/results/scale.json and scale.md.
 Run: .venv/bin/python benchmarks/bench_scale.py [--turns 1000000] [--workdir DIR] (about 3 min on 2 cores;
-the 2.4 GB run is generated once per workdir and reused).
+the 2.3 GiB run is generated once per workdir and reused).
 """
 
 from __future__ import annotations

@@ -56,16 +56,17 @@ def test_a_seed_whose_server_died_is_not_complete_and_gets_a_new_attempt(tmp_pat
     assert store.next_seed_attempt(("c", "s3")) == 0
 
 
-def test_resume_keeps_server_died_runs_and_supersedes_only_partial_ones(tmp_path: Path) -> None:
+def test_resume_supersedes_the_aborted_runs_and_keeps_every_record(tmp_path: Path) -> None:
     partial = turn("s3", 0, "valid_call")  # a killed run's unfinished seed
     store = make_run(tmp_path, [*DIED_THEN_RERUN[:3], partial])
-    assert store.supersede_unfinished() == 1
+    assert store.supersede_unfinished() == 3  # s1's run that died (2 records) and s3's cut-short one
     assert [(r["seed"], r.get("end"), r.get("superseded", False)) for r in store.read_turns()] == [
-        ("s1", None, False),
-        ("s1", "server_died", False),
+        ("s1", None, True),
+        ("s1", "server_died", True),
         ("s2", "turn_cap", False),
         ("s3", None, True),
     ]
+    assert store.next_seed_attempt(("c", "s1")) == 1 and store.next_seed_attempt(("c", "s3")) == 1
     assert store.supersede_unfinished() == 0  # a second resume marks nothing again
     assert [r["seed"] for r in counted_turns(store.read_turns())] == ["s2"]
 

@@ -162,8 +162,9 @@ BulkDecode = Callable[[bytes | memoryview, np.ndarray], list[Any]]  # (lines, of
 
 def bulk_decoded(chunk: Chunk, decode_lines: BulkDecode) -> list[Any] | None:
     """Every line of a chunk decoded at once (fast), or None where the line-by-line reader must decide: a line
-    that does not start with `{` (a blank or indented line, anything but a record as written), a bulk decoder
-    that fails, or one that reads another number of records than the chunk has lines (two objects on a line)."""
+    that does not run from `{` to `}` (a blank or indented line, a value cut over two lines, anything but a
+    record as written), a bulk decoder that fails, or one that reads another number of records than the chunk
+    has lines (two objects on a line)."""
     if chunk.unended or not _all_lines_open_an_object(chunk):
         return None
     try:
@@ -174,12 +175,16 @@ def bulk_decoded(chunk: Chunk, decode_lines: BulkDecode) -> list[Any] | None:
 
 
 def _all_lines_open_an_object(chunk: Chunk) -> bool:
+    """Every line starts with `{` and ends with `}`: no record can then run over two lines (the bulk decoder
+    reads a stream of values, not lines), and two records on one line show in the count."""
+    if not len(chunk.ends) or int(chunk.ends[0]) == 0:
+        return False
     data = np.frombuffer(chunk.data, dtype=np.uint8)
-    starts = np.concatenate(([0], chunk.ends[:-1] + 1)) if len(chunk.ends) else np.zeros(0, dtype=np.intp)
-    return bool(len(starts)) and bool((data[starts] == OPEN_BRACE).all())
+    starts = np.concatenate(([0], chunk.ends[:-1] + 1))
+    return bool((data[starts] == OPEN_BRACE).all() and (data[chunk.ends - 1] == CLOSE_BRACE).all())
 
 
-OPEN_BRACE = ord("{")
+OPEN_BRACE, CLOSE_BRACE = ord("{"), ord("}")
 
 
 def read_jsonl_batches(path: Path, model: type[ModelT], decode_lines: BulkDecode) -> Iterator[list[dict[str, Any]]]:

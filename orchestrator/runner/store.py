@@ -1,7 +1,8 @@
 """The results store: `results/<run_id>/` with manifest.json, an append-only turns.jsonl flushed per turn,
 and one JSON file per cell with its full stack config. Resumable: a seed is done when its last record
 carries `end` (and that end is not `server_died`). A seed rerun after its server died, or after the harness was
-killed under it, keeps the aborted run's records, marked `superseded`: nothing lost, nothing counted twice.
+killed under it, keeps the aborted run's records, marked `superseded` (before the rerun, or at the resume:
+runner/storerepair.py): nothing lost, nothing counted twice.
 
 Damage (what a reader meets in a run directory a crash, a full disk or a hand edit left behind):
 - a torn last line of turns.jsonl (bytes after the last newline that are no record: the signature of a writer
@@ -214,9 +215,9 @@ class RunStore:
         except (OSError, ValueError) as exc:
             problem = f"not a run manifest ({exc})"
         else:
-            if isinstance(data, dict):
+            if isinstance(data, dict) and isinstance(data.get("matrix", {}), dict):
                 return check_schema(str(self.manifest_path), data)
-            problem = "not a run manifest (a JSON object is expected)"
+            problem = "not a run manifest (a JSON object with a `matrix` object is expected)"
         if not self.recover:
             raise StoreError(f"{self.manifest_path}: {problem}; {MANIFEST_HINT}")
         self.note(Damage(self.manifest_path, None, "no_manifest", f"{problem}; reporting with default settings"))

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.core.types import SeedEnd
 from orchestrator.runner.storedamage import Damage, LineError, aside_path, decoded, turn_record
 
 if TYPE_CHECKING:
@@ -17,11 +18,11 @@ TAIL_BLOCK = 64 * 1024  # bytes read at a time, backwards, to find the last line
 
 
 def supersede_unfinished(store: RunStore) -> int:
-    """Mark the records of unfinished seed runs (a killed run's partial seeds) superseded, kept on disk and
-    never counted; the resume reruns each such seed under its next seed attempt. Runs that ended,
-    `server_died` ones included, stay as they are. A torn last line goes to turns.jsonl.torn and a damaged cell
-    file to cells/<id>.json.damaged (each warned about); any other damaged line is an error before anything
-    changes. Returns how many records were newly marked."""
+    """Mark the records of aborted seed runs superseded, kept on disk and never counted: runs a killed process
+    cut short (no record ends them) and runs whose server died (`server_died`); the resume reruns each such seed
+    under its next seed attempt. A torn last line goes to turns.jsonl.torn and a damaged cell file to
+    cells/<id>.json.damaged (each warned about); any other damaged line is an error before anything changes.
+    Returns how many records were newly marked."""
     from orchestrator.runner.store import run_key
 
     records = store.read_turns()
@@ -30,24 +31,33 @@ def supersede_unfinished(store: RunStore) -> int:
         path.replace(aside)
         store.note(Damage(path, None, "bad_cell", f"{reason}; kept as {aside.name}, the resume rebuilds the cell"))
     fragment = store.torn_fragment()
-    ended = {run_key(r) for r in records if r.get("end")}
+    if fragment is not None:  # kept first (and flushed): a failed rewrite after it loses nothing
+        keep_torn(store, fragment)
+    ended = {run_key(r) for r in records if r.get("end") and r["end"] != SeedEnd.SERVER_DIED}
     marked = 0
     for record in records:
         if run_key(record) not in ended and not record.get("superseded"):
             record["superseded"] = True
             marked += 1
     if marked or fragment is not None:  # the rewrite also leaves the torn fragment out of turns.jsonl
-        store.rewrite(records)  # first: a failed rewrite leaves the fragment where it was, not kept twice
-    if fragment is not None:
-        keep_torn(store, fragment)
+        store.rewrite(records)
     return marked
 
 
 def keep_torn(store: RunStore, fragment: bytes) -> Path:
-    """Append a torn fragment to turns.jsonl.torn (one per line): not a record, but not thrown away."""
+    """Append a torn fragment to turns.jsonl.torn (one per line, flushed to disk): not a record, but not thrown
+    away; a fragment already kept last (a resume that failed after keeping it) is not kept twice."""
     torn_path = store.turns_path.with_name(store.turns_path.name + ".torn")
+    line = fragment + b"\n"
+    if torn_path.is_file() and torn_path.stat().st_size >= len(line):
+        with torn_path.open("rb") as handle:
+            handle.seek(-len(line), os.SEEK_END)
+            if handle.read() == line:
+                return torn_path
     with torn_path.open("ab") as handle:
-        handle.write(fragment + b"\n")
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
     store.warn(f"{store.turns_path}: the torn last line is kept in {torn_path.name}")
     return torn_path
 

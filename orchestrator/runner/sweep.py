@@ -290,6 +290,7 @@ class Sweep:
         if died:
             try:
                 session.start(f"restart: the server died under {len(died)} seed(s) of this cell")
+                self.store.mark_superseded({(cell.cell_id, seed_id) for _suite, seed_id in died})  # one rewrite
                 died = self.run_seeds(cell, session, served, config, died, progress, task, template)
             except LaunchFailed as exc:
                 error = exc.error
@@ -340,11 +341,8 @@ class Sweep:
 
         def one(seed: Seed) -> Seed | None:
             suite, seed_id = seed
-            with self.lock:  # a rerun's first act: the aborted run's records are marked superseded
+            with self.lock:  # an aborted earlier run was marked superseded already (run_cell, or the resume)
                 attempt = self.store.next_seed_attempt((cell.cell_id, seed_id))
-                if attempt and self.store.seed_states()[(cell.cell_id, seed_id)].end is not None:
-                    # a run that died (a run a killed process cut short was marked at the resume: no re-read)
-                    self.store.mark_superseded({(cell.cell_id, seed_id)})
             loaded = load_suite(suite)
             ctx = SeedContext(
                 run_id=self.store.run_id,

@@ -58,9 +58,9 @@ class FirstTurnFields(TypedDict):
     error: NotRequired[Any]
     raw_content: NotRequired[Any]
     sampling_seed: NotRequired[Any]
-    model: NotRequired[str | None]
-    stack_config: NotRequired[str | None]
-    parse_path: NotRequired[str | None]
+    model: NotRequired[Any]  # shown as they are (not checked by either reader)
+    stack_config: NotRequired[Any]
+    parse_path: NotRequired[Any]
 
 
 VIEW_FIELDS = frozenset(TurnView.__annotations__) | frozenset(FirstTurnFields.__annotations__)
