@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from rich.console import Console
@@ -30,6 +29,7 @@ from orchestrator.runner.guards import active_guards
 from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
 from orchestrator.runner.mcpclient import McpToolServer
 from orchestrator.runner.progress import SweepProgress
+from orchestrator.runner.seedpool import map_seeds
 from orchestrator.runner.serverlog import record_server
 from orchestrator.runner.session import LaunchFailed, ServerSession, launch_config, model_ref_for
 from orchestrator.runner.store import RunStore, now
@@ -395,24 +395,4 @@ class Sweep:
             progress.advance(task)
             return seed if final.end is SeedEnd.SERVER_DIED else None
 
-        return [seed for seed in self.map_seeds(one, seeds) if seed is not None]
-
-    def map_seeds(self, one: Any, seeds: list[Seed]) -> list[Seed | None]:
-        """Run `one` over the seeds; on Ctrl-C (or any error) queued seeds are cancelled at once and running
-        ones stop before their next request, writing nothing more (resume reruns them)."""
-        if self.matrix.concurrency == 1:
-            try:
-                return [one(seed) for seed in seeds]
-            except BaseException:
-                self.cancelled.set()
-                raise
-        pool = ThreadPoolExecutor(self.matrix.concurrency)
-        try:
-            futures = [pool.submit(one, seed) for seed in seeds]
-            results = [future.result() for future in as_completed(futures)]
-        except BaseException:
-            self.cancelled.set()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown()
-        return results
+        return [seed for seed in map_seeds(one, seeds, self.matrix.concurrency, self.cancelled) if seed is not None]
