@@ -26,6 +26,17 @@ class InputError(Exception):
     """Bad user input: the message names what and where."""
 
 
+class LineTooLong(ValueError):
+    """A line longer than a reader's limit, refused before it is read whole."""
+
+    def __init__(self, number: int, limit: int) -> None:
+        super().__init__(f"line {number} is longer than {limit} bytes")
+        self.number, self.limit = number, limit
+
+    def where(self, path: Path) -> str:
+        return f"{path}:{self.number}: line longer than {self.limit} bytes: not a record"
+
+
 def _first_error(exc: ValidationError) -> str:
     error = exc.errors()[0]
     where = ".".join(str(part) for part in error["loc"]) or "(record)"
@@ -51,7 +62,7 @@ def read_jsonl(path: Path, model: type[ModelT]) -> Iterator[tuple[int, ModelT]]:
                 return
             number += 1
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                raise InputError(f"{path}:{number}: line longer than {MAX_LINE_BYTES} bytes: not a record")
+                raise InputError(LineTooLong(number, MAX_LINE_BYTES).where(path))
             if raw.strip():
                 yield number, _record(path, number, raw, model)
 
@@ -108,7 +119,7 @@ NEWLINE = ord("\n")
 
 def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk]:
     """A binary file as chunks of whole lines, about READ_CHUNK bytes each (views into what was read, not
-    copies), then its unended tail (if any); ValueError on a line longer than `max_line` bytes (refused once
+    copies), then its unended tail (if any); LineTooLong on a line longer than `max_line` bytes (refused once
     that many bytes of it are read, never read whole). A line cut by a chunk's end is its own one-line chunk."""
     max_line = MAX_LINE_BYTES if max_line is None else max_line
     number, carried = 1, 0
@@ -146,7 +157,7 @@ def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk
 
 def _check_length(length: int, number: int, max_line: int) -> None:
     if length > max_line:
-        raise ValueError(f"line {number} is longer than {max_line} bytes: not a record")
+        raise LineTooLong(number, max_line)
 
 
 def numbered_lines(chunk: Chunk) -> Iterator[tuple[int, bytes]]:
@@ -214,8 +225,6 @@ def read_jsonl_batches(path: Path, model: type[ModelT], decode_lines: BulkDecode
 
 def read_error(path: Path, exc: OSError | ValueError) -> str:
     """`path:N: line longer than ...` for an overlong line (as `read_jsonl` says it), else what failed."""
-    text = str(exc)
-    if text.startswith("line ") and " is longer than " in text:
-        number, rest = text[len("line ") :].split(" is ", 1)
-        return f"{path}:{number}: line {rest}"
+    if isinstance(exc, LineTooLong):
+        return exc.where(path)
     return f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"

@@ -16,7 +16,6 @@ and ``\\w`` are ASCII, as in ECMA-262; Python's are Unicode.
 from __future__ import annotations
 
 import json
-import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
@@ -29,9 +28,10 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
+from orchestrator.core.jsonsafe import safe_text
+
 MAX_ERRORS = 1000  # errors looked at to pick the first by path
 SCHEMA_ERROR_CHARS = 200  # a schema error quotes the offending value: keep the one line readable
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _SKIP = frozenset({"enum", "const", "default", "examples"})  # values, not subschemas: any "pattern" key is data
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a bad pattern is reported as a schema problem, not logged to stderr by RE2
@@ -46,7 +46,7 @@ def compiled(pattern: str) -> Any:
 
 def _search(pattern: str, text: str) -> bool:
     # RE2 takes UTF-8: a lone surrogate (model output may hold one) cannot be encoded, so it stands as U+FFFD.
-    return compiled(pattern).search(_SURROGATE.sub("\ufffd", text)) is not None
+    return compiled(pattern).search(safe_text(text)) is not None
 
 
 def _short(value: Any) -> str:

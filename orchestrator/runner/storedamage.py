@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_type_hints
 
 import msgspec
 
@@ -19,9 +19,9 @@ from orchestrator.runner.turnview import TurnView, decode_view
 
 TURN_KEYS = tuple(key for key in TurnView.__annotations__ if key in TurnView.__required_keys__)
 OUTCOMES = frozenset(o.value for o in Outcome)
-# Text fields the report reads of every turn (runner/turnview.py TurnView): a string or null (another type would
-# fail it mid-report); both readers check them alike.
-TEXT_OR_NULL = ("end", "detail", "call_format", "stack_version", "suite")
+# Text fields the report reads of every turn: a string or null (another type would fail it mid-report); taken
+# from the view's types (runner/turnview.py TurnView), so both readers check them alike.
+TEXT_OR_NULL = tuple(key for key, kind in get_type_hints(TurnView).items() if kind == str | None)
 DAMAGED_STATUS = "damaged"  # a stand-in cell's status: its cell file could not be read
 # The turn fields a stand-in cell takes over from its first turn record (the rest of its config is lost).
 STANDIN_FIELDS = ("stack", "tool_config", "model", "tools_mode", "hint", "channel", "sample", "without", "stream")
