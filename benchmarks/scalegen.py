@@ -55,9 +55,12 @@ def generate(run_dir: Path, turns: int, seeds: int = 25, turns_per_seed: int = 2
     written = 0
     with (run_dir / "turns.jsonl").open("w", encoding="utf-8") as out:
         for index in range(n_cells):
-            cell, records = templates[index % len(templates)]
-            model = f"{cell.get('model')}-synth{index // len(templates)}"
-            cell_id = f"{cell['cell_id']}__synth{index // len(templates)}"
+            template = index % len(templates)
+            cell, records = templates[template]
+            # Unique per copy and template: two example runs hold cells of the same id (and model and column).
+            tag = f"t{template}-synth{index // len(templates)}"
+            model = f"{cell.get('model')}-{tag}"
+            cell_id = f"{cell['cell_id']}__{tag}"
             copy = {**cell, "cell_id": cell_id, "model": model, "order": index}
             (run_dir / "cells" / f"{cell_id}.json").write_text(json.dumps(copy, indent=2))
             bodies = _bodies(records)

@@ -32,7 +32,7 @@ from orchestrator.core.stats import (
 from orchestrator.runner import storedamage
 from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.runner.storedamage import LineError, turn_record, view_record
-from orchestrator.runner.turnview import VIEW_FIELDS, FirstTurnFields
+from orchestrator.runner.turnview import OFFSET_KEY, VIEW_FIELDS, FirstTurnFields
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (REPO / "results" / "examples").iterdir() if (p / "turns.jsonl").is_file())
@@ -70,9 +70,28 @@ def test_examples_hold_first_turn_fields_the_view_keeps() -> None:
     assert first and later
     assert any("raw_content" in v and "sampling_seed" in v for v in first)
     assert all(not set(FirstTurnFields.__annotations__) & set(v) for v in later)
-    assert all(set(v) <= VIEW_FIELDS for v in views)
+    assert all(set(v) <= VIEW_FIELDS | {OFFSET_KEY} for v in views)
     full = store.read_turns()
     assert [v["outcome"] for v in views] == [r["outcome"] for r in full]
+
+
+@pytest.mark.parametrize("chunk", [1 << 24, 5000, 997])  # one chunk; lines cut by chunk ends (carried lines)
+def test_each_view_knows_where_its_record_is(tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view's offset reads back exactly its own whole record, whichever way the reader split the file: in bulk,
+    line by line (a blank line and an indented line force it), or across a chunk boundary."""
+    monkeypatch.setattr("orchestrator.core.jsonl.READ_CHUNK", chunk)
+    run = tmp_path / "run"
+    shutil.copytree(next(p for p in EXAMPLES if "stream" in p.name), run)
+    lines = (run / "turns.jsonl").read_bytes().splitlines(keepends=True)
+    lines.insert(3, b"\n")
+    lines[5] = b"  " + lines[5]
+    (run / "turns.jsonl").write_bytes(b"".join(lines))
+    store = RunStore(run)
+    views = store.read_turns(view=True)
+    full = store.read_turns()
+    assert len({v[OFFSET_KEY] for v in views}) == len(views) == len(full)
+    found = store.read_records_at([v[OFFSET_KEY] for v in views])
+    assert [found[v[OFFSET_KEY]] for v in views] == full
 
 
 HOSTILE_LINES = [

@@ -11,11 +11,15 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from orchestrator.analysis.drilldown import PAGES_DIR
+from orchestrator.analysis.gridcolumns import column_labels, column_order
+from orchestrator.analysis.htmlreport import build_page, write_html
 from orchestrator.analysis.parallel import write_parallel_report
 from orchestrator.analysis.reclassify import reclassify
 from orchestrator.analysis.requestaxes import constraint_table, divergence_markers, stream_pairs, stream_timing
@@ -29,8 +33,8 @@ from orchestrator.core.replyfacts import (
     PROMPT_TRUNCATED_FLAG,
     TRUNCATED_FLAG,
 )
-from orchestrator.core.stats import BootstrapSettings, cells_stats
-from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd, ToolsMode
+from orchestrator.core.stats import BootstrapSettings, CellStats, cells_stats
+from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd
 from orchestrator.runner.provenance import run_stacks
 from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.runner.storedamage import DAMAGED_STATUS
@@ -90,16 +94,30 @@ def _text(row: dict[str, Any]) -> str:
     return f"{mean} [{low},{high}] n{row['n_eligible_turns']}{markers}"
 
 
+def _get(key: str) -> Callable[[dict[str, Any]], Any]:
+    return methodcaller("get", key)
+
+
+def detail_counts(counted: list[dict[str, Any]]) -> Counter[str]:
+    """How many turns carried each detail ('' for none)."""
+    details: Counter[Any] = Counter(map(_get("detail"), counted))
+    none = details.pop(None, 0)
+    if none:
+        details[""] += none
+    return details
+
+
 def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) -> dict[str, Any]:
     """How a cell's seeds ended and what its turns carried beside their outcome. Task success is over seeds
     the model could carry to an end (UNRAN_SEED_ENDS: refused, context overflow, retries out, server died)."""
-    # Each field read once per record, counted by distinct value (a million turns hold a few dozen details).
-    ended = [t for t in counted if t.get("end")]
+    # Each field read once per record, in C (map/filter over methodcaller), and counted by distinct value (a
+    # million turns hold a few dozen details).
+    ended = list(filter(_get("end"), counted))
     ends = [t["end"] for t in ended]
     ran = [bool(t.get("task_success")) for t in ended if t["end"] not in UNRAN_SEED_ENDS]
-    flags = Counter(chain.from_iterable(t.get("flags") or () for t in counted))
-    details = Counter(t.get("detail") or "" for t in counted)
-    versions = {str(version) for t in counted if (version := t.get("stack_version"))}
+    flags = Counter(chain.from_iterable(filter(None, map(_get("flags"), counted))))
+    details = detail_counts(counted)
+    versions = {str(version) for version in set(map(_get("stack_version"), counted)) if version}
 
     def n_details(match: Callable[[str], bool]) -> int:
         return sum(n for detail, n in details.items() if match(detail))
@@ -167,19 +185,28 @@ class RunTurns:
     counted: dict[str, list[dict[str, Any]]]  # the records that count (no superseded runs)
 
 
+def cell_statistics(run: RunTurns) -> dict[str, CellStats]:
+    """Every cell's statistics from its counted turns, the bootstrap intervals drawn in one batch."""
+    ids = list(run.cells)
+    inputs = [
+        ([t["seed"] for t in counted], [t["outcome"] for t in counted], [t["turn"] for t in counted])
+        for counted in (run.counted.get(cell_id, []) for cell_id in ids)
+    ]
+    return dict(zip(ids, cells_stats(inputs, run.settings), strict=True))
+
+
 def long_table(
-    store: RunStore, *, do_reclassify: bool = False, run: RunTurns | None = None, pairs: pd.DataFrame | None = None
-) -> pd.DataFrame:
+    store: RunStore, *, do_reclassify: bool = False, run: RunTurns | None = None, pairs: pd.DataFrame | None = None,
+    stats_by_cell: dict[str, CellStats] | None = None,
+) -> pd.DataFrame:  # fmt: skip
     run = run or load_run(store, do_reclassify=do_reclassify)
     pairs = stream_pairs(run.cells, run.counted, run.settings) if pairs is None else pairs
     markers = divergence_markers(pairs)
     rows = []
     ordered = sorted(run.cells.items(), key=lambda item: item[1].get("order", 0))
-    inputs = [
-        ([t["seed"] for t in counted], [t["outcome"] for t in counted], [t["turn"] for t in counted])
-        for counted in (run.counted.get(cell_id, []) for cell_id, _cell in ordered)
-    ]
-    for (cell_id, cell), stats in zip(ordered, cells_stats(inputs, run.settings), strict=True):  # one bootstrap batch
+    stats_by_cell = cell_statistics(run) if stats_by_cell is None else stats_by_cell
+    for cell_id, cell in ordered:
+        stats = stats_by_cell[cell_id]
         all_turns = run.by_cell.get(cell_id, [])
         counted = run.counted.get(cell_id, [])
         row = {"cell_id": cell_id, **{c: cell.get(c) for c in CONFIG_COLUMNS}, **stats.model_dump()}
@@ -205,10 +232,10 @@ def request_counts(counted: list[dict[str, Any]]) -> dict[str, Any]:
     """What a cell's streamed turns and constraints came to: streams cut (truncated, stalled, past the
     deadline), the median time to first token and tokens per second, and the share of judged turns that kept
     to tool_choice / parallel_tool_calls (None where nothing was asked)."""
-    details = [t.get("detail") or "" for t in counted]
-    judged = [t["constraint_honoured"] for t in counted if t.get("constraint_honoured") is not None]
+    details = detail_counts(counted)
+    judged = [value for value in map(_get("constraint_honoured"), counted) if value is not None]
     return {
-        "n_stream_cut": sum(d.startswith("transport:stream_") for d in details),
+        "n_stream_cut": sum(n for detail, n in details.items() if detail.startswith("transport:stream_")),
         **stream_timing(counted),
         "n_constraint_judged": len(judged),
         "constraint_honoured": (sum(judged) / len(judged)) if judged else None,
@@ -231,18 +258,9 @@ def _later_axes(cell: dict[str, Any]) -> str:
 def wide_table(long: pd.DataFrame) -> pd.DataFrame:
     if long.empty:
         return pd.DataFrame()
-    axes = long["axes"] if "axes" in long else pd.Series([""] * len(long), index=long.index)
-    column = long["stack_label"] + " | " + long["tools_mode"] + axes.map(lambda a: f" | {a}" if a else "")
-    frame = long.assign(column=column)
-    # Columns in run order (stack configs as the matrix lists them, modes in the product's order).
-    mode_rank = {mode.value: rank for rank, mode in enumerate(ToolsMode)}
-    stack_rank = {label: rank for rank, label in enumerate(dict.fromkeys(long["stack_label"]))}
-    order = sorted(  # stable: a cell's channels and samples stay in run order within their mode
-        dict.fromkeys(frame["column"]),
-        key=lambda c: (stack_rank[c.split(" | ")[0]], mode_rank.get(c.split(" | ")[1], 99)),
-    )
+    frame = long.assign(column=column_labels(long))
     wide = frame.pivot_table(index="model", columns="column", values="text", aggfunc="first")
-    wide = wide.reindex(columns=order)
+    wide = wide.reindex(columns=column_order(long))
     wide.columns.name = None
     return wide.fillna("—")
 
@@ -281,7 +299,8 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
     `cell_damaged` in the tables); a clean report removes a DAMAGE.md left from an earlier one."""
     run = load_run(store, do_reclassify=do_reclassify)
     pairs = stream_pairs(run.cells, run.counted, run.settings)  # bootstrapped once: the long table's markers too
-    long = long_table(store, run=run, pairs=pairs)
+    stats = cell_statistics(run)
+    long = long_table(store, run=run, pairs=pairs, stats_by_cell=stats)
     if not long.empty and "cell_status" in long:
         damaged = long["cell_status"] == DAMAGED_STATUS
         long.loc[damaged, "text"] = long.loc[damaged, "text"] + " cell_damaged"
@@ -290,7 +309,11 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
     out.mkdir(exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".report-", dir=store.dir))
     try:
-        staged = _write_tables(store, run, long, wide, pairs, staging)
+        constraints = constraint_table(run.cells, run.counted, run.settings)
+        staged = _write_tables(store, run, long, wide, [("stream_pairs", pairs), ("constraints", constraints)], staging)
+        frames = [("Stream vs non-stream", pairs), ("tool_choice / parallel_tool_calls kept", constraints)]
+        page, drill = build_page(store, run, long, column_order(long), frames, stats)
+        staged += write_html(page, drill, staging)
         staged += _write_damage(store, staging)
         written = _publish(staging, staged, out)
     finally:
@@ -301,20 +324,20 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
 
 
 def _write_tables(
-    store: RunStore, run: RunTurns, long: pd.DataFrame, wide: pd.DataFrame, pairs: pd.DataFrame, out: Path
-) -> list[Path]:
+    store: RunStore, run: RunTurns, long: pd.DataFrame, wide: pd.DataFrame,
+    sections: list[tuple[str, pd.DataFrame]], out: Path,
+) -> list[Path]:  # fmt: skip
     written = []
     tables: list[tuple[str, pd.DataFrame, bool]] = [("cells_long", long, False), ("cells_wide", wide, True)]
     # Request-semantics sections, written only where the run has them (a run without those axes has none).
-    compliance = constraint_table(run.cells, run.counted, run.settings)
-    tables += [(name, frame, False) for name, frame in (("stream_pairs", pairs), ("constraints", compliance))
-               if not frame.empty]
+    tables += [(name, frame, False) for name, frame in sections if not frame.empty]
     for name, frame, index in tables:
         frame.to_csv(out / f"{name}.csv", index=index)
         frame.to_parquet(out / f"{name}.parquet", index=index)
-        (out / f"{name}.md").write_text(frame.to_markdown(index=index) + "\n")
-        frame.to_html(out / f"{name}.html", index=index, na_rep="—")
-        written += [out / f"{name}.{ext}" for ext in ("csv", "parquet", "md", "html")]
+        # No number sniffing: values print as they are (tabulate's per-value parse was 0.6 s at 1,000 cells).
+        (out / f"{name}.md").write_text(frame.to_markdown(index=index, disable_numparse=True) + "\n")
+        written += [out / f"{name}.{ext}" for ext in ("csv", "parquet", "md")]
+
     for label, table in paper_tables(long).items():
         path = out / f"serving_modes__{label}.csv"
         table.to_csv(path, index=False)
@@ -340,6 +363,8 @@ def _publish(staging: Path, staged: list[Path], out: Path) -> list[Path]:
         with path.open("rb+") as handle:
             os.fsync(handle.fileno())
     final = [out / path.relative_to(staging) for path in staged]
+    if (staging / PAGES_DIR).is_dir():  # the drill-down pages are replaced as a set: none left from an older report
+        shutil.rmtree(out / PAGES_DIR, ignore_errors=True)
     for path, target in zip(staged, final, strict=True):
         target.parent.mkdir(parents=True, exist_ok=True)
         path.replace(target)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -107,7 +108,7 @@ def _fidelity_delta(
 
 def stream_timing(turns: list[dict[str, Any]]) -> dict[str, Any]:
     """Median time to first token and tokens per second over the streamed turns."""
-    facts = [t.get("stream_facts") or {} for t in turns if t.get("stream")]
+    facts = [t.get("stream_facts") or {} for t in filter(methodcaller("get", "stream"), turns)]
     ttft = [f["ttft_s"] for f in facts if isinstance(f.get("ttft_s"), int | float)]
     rate = [f["tokens_per_s"] for f in facts if isinstance(f.get("tokens_per_s"), int | float)]
     return {

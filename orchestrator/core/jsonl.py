@@ -94,11 +94,18 @@ READ_CHUNK = 16 * 1024 * 1024  # bytes read at a time: a file of any size is rea
 
 @dataclass(frozen=True)
 class Chunk:
-    """Complete lines of a file (`data` ends at a `\\n`, or is the unended tail), numbered from `first`."""
+    """Complete lines of a file (`data` ends at a `\\n`, or is the unended tail), numbered from `first`;
+    `base`: where `data` starts in the file (a line's byte offset is `base` plus its start in `data`)."""
 
     first: int
     data: bytes | memoryview
     ends: np.ndarray  # the offset of each `\\n` in data
+    base: int = 0
+
+    def starts(self) -> np.ndarray:
+        """The file offset of each line's first byte (the unended tail's included)."""
+        within = np.concatenate(([0], self.ends[: self.lines - 1] + 1)) if self.lines else np.empty(0, np.intp)
+        return within.astype(np.int64) + self.base
 
     @property
     def unended(self) -> bool:
@@ -122,10 +129,11 @@ def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk
     copies), then its unended tail (if any); LineTooLong on a line longer than `max_line` bytes (refused once
     that many bytes of it are read, never read whole). A line cut by a chunk's end is its own one-line chunk."""
     max_line = MAX_LINE_BYTES if max_line is None else max_line
-    number, carried = 1, 0
+    number, carried, position = 1, 0, handle.tell()
     pieces: list[bytes] = []  # a line that began in an earlier chunk, `carried` bytes of it so far
     while chunk := handle.read(READ_CHUNK):
-        start = 0
+        start, chunk_base = 0, position
+        position += len(chunk)
         if carried:
             head = chunk.find(b"\n")
             if head < 0:  # the carried line goes on past this chunk too
@@ -136,7 +144,7 @@ def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk
             line, start = b"".join([*pieces, chunk[: head + 1]]), head + 1
             pieces, carried = [], 0
             _check_length(len(line) - 1, number, max_line)
-            yield Chunk(number, line, np.asarray([len(line) - 1]))
+            yield Chunk(number, line, np.asarray([len(line) - 1]), chunk_base + head + 1 - len(line))
             number += 1
         cut = chunk.rfind(b"\n") + 1
         if cut > start:
@@ -145,14 +153,15 @@ def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk
             if len(body) > max_line:  # only where a chunk is longer than a line may be: find the one at fault
                 for index, line in enumerate(bytes(body).split(b"\n")):
                     _check_length(len(line), number + index, max_line)
-            yield Chunk(number, body, ends)
+            yield Chunk(number, body, ends, chunk_base + start)
             number += len(ends)
         carry = chunk[max(cut, start) :]
         if carry:
             pieces, carried = [carry], len(carry)
             _check_length(carried, number, max_line)
     if carried:
-        yield Chunk(number, b"".join(pieces), np.empty(0, dtype=np.intp))  # unended: no `\\n` at its end
+        unended = Chunk(number, b"".join(pieces), np.empty(0, dtype=np.intp), position - carried)
+        yield unended  # no `\\n` at its end
 
 
 def _check_length(length: int, number: int, max_line: int) -> None:

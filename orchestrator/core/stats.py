@@ -13,6 +13,7 @@ sequences among the defined seeds, and a `degenerate_seeds` flag when they colla
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -65,6 +66,9 @@ class CellStats(BaseModel):
     status: Literal["ok", "undefined"]
     resamples: int
     rng_seed: int
+    seed_fidelities: tuple[float, ...] = Field(
+        (), exclude=True, description="Each defined seed's fidelity, in seed order (drawn as dots; not a column)."
+    )
 
 
 MAX_DRAW_INDICES = 1 << 24  # one block of resample indices (128 MiB as int64): the bootstrap's memory bound
@@ -146,16 +150,55 @@ def _slice_bounds(chunk: np.ndarray, settings: BootstrapSettings) -> np.ndarray:
 
 def per_seed_fidelity(seeds: Sequence[Any], outcomes: Sequence[str]) -> dict[str, float | None]:
     """Each seed's fidelity: valid calls / eligible turns (`rejected_request` and `non_response` are not
-    eligible); None (undefined) for a seed with no eligible turn. The one definition every figure uses."""
-    seed_array = np.asarray([str(s) for s in seeds], dtype=object)
-    outcome_array = np.asarray([str(o) for o in outcomes], dtype=object)
-    eligible = ~np.isin(outcome_array, [o.value for o in INELIGIBLE_OUTCOMES])
-    valid = outcome_array == Outcome.VALID_CALL.value
-    codes, index = np.unique(seed_array, return_inverse=True)
-    index = index.astype(np.intp)
-    n_eligible = np.bincount(index, weights=eligible, minlength=len(codes))
-    n_valid = np.bincount(index, weights=valid, minlength=len(codes))
-    return {str(code): (float(n_valid[i] / n_eligible[i]) if n_eligible[i] else None) for i, code in enumerate(codes)}
+    eligible); None (undefined) for a seed with no eligible turn. The one definition every figure uses.
+    Seeds in sorted order (the order the bootstrap resamples them in)."""
+    return _per_seed(_coded(seeds, outcomes))
+
+
+@dataclass(frozen=True)
+class _Coded:
+    """A cell's turns as integer codes (hashed once, in C): seed codes index `seed_names` (sorted), outcome codes
+    index `outcome_names`."""
+
+    seed_codes: np.ndarray
+    seed_names: np.ndarray
+    outcome_codes: np.ndarray
+    outcome_names: np.ndarray
+
+    def is_outcome(self, *names: str) -> np.ndarray:
+        wanted = [index for index, name in enumerate(self.outcome_names) if name in names]
+        return np.isin(self.outcome_codes, wanted)
+
+
+def _coded(seeds: Sequence[Any], outcomes: Sequence[str]) -> _Coded:
+    seed_codes, seed_names = pd.factorize(np.asarray([str(s) for s in seeds], dtype=object), sort=True)
+    outcome_codes, outcome_names = pd.factorize(np.asarray([str(o) for o in outcomes], dtype=object))
+    return _Coded(seed_codes.astype(np.intp), np.asarray(seed_names, dtype=object), outcome_codes, outcome_names)
+
+
+def _per_seed(coded: _Coded) -> dict[str, float | None]:
+    eligible = ~coded.is_outcome(*(o.value for o in INELIGIBLE_OUTCOMES))
+    valid = coded.is_outcome(Outcome.VALID_CALL.value)
+    n_seeds = len(coded.seed_names)
+    n_eligible = np.bincount(coded.seed_codes, weights=eligible, minlength=n_seeds)
+    n_valid = np.bincount(coded.seed_codes, weights=valid, minlength=n_seeds)
+    return {
+        str(name): (float(n_valid[i] / n_eligible[i]) if n_eligible[i] else None)
+        for i, name in enumerate(coded.seed_names)
+    }
+
+
+def _distinct_sequences(coded: _Coded, eligible: np.ndarray, turns: Sequence[int] | None) -> int:
+    """How many different eligible-outcome sequences the seeds wrote (outcome_sequences, counted on codes: two
+    seeds' tuples of outcome names are equal exactly when their tuples of codes are)."""
+    record_order = np.arange(len(coded.seed_codes))
+    order = record_order if turns is None else np.lexsort((record_order, np.asarray(turns, dtype=float)))
+    order = order[eligible[order]]
+    by_seed = order[np.argsort(coded.seed_codes[order], kind="stable")]  # each seed's turns, still in turn order
+    seed_of = coded.seed_codes[by_seed]
+    cuts = np.flatnonzero(np.diff(seed_of)) + 1
+    codes = coded.outcome_codes[by_seed].astype(np.int64)
+    return len({part.tobytes() for part in np.split(codes, cuts)}) if len(codes) else 0
 
 
 def outcome_sequences(
@@ -219,6 +262,7 @@ def cells_stats(cells: Sequence[CellInput], settings: BootstrapSettings = DEFAUL
                 pooled=pooled,
                 pooled_gap=bool(abs(pooled - per_seed_mean) > POOLED_GAP_THRESHOLD),
                 status="ok",
+                seed_fidelities=tuple(fidelities.tolist()),
                 **common,
             )
         )
@@ -231,22 +275,21 @@ def _cell_parts(
     """A cell's counts and flags, and its defined per-seed fidelities (None when no turn is eligible)."""
     if turns is not None and len(turns) != len(seeds):
         raise ValueError(f"turns has {len(turns)} entries for {len(seeds)} seeds")
-    seed_array = np.asarray([str(s) for s in seeds], dtype=object)
-    outcome_array = np.asarray([str(o) for o in outcomes], dtype=object)
-    rejected = outcome_array == Outcome.REJECTED_REQUEST.value
-    non_response = outcome_array == Outcome.NON_RESPONSE.value
+    coded = _coded(seeds, outcomes)
+    rejected = coded.is_outcome(Outcome.REJECTED_REQUEST.value)
+    non_response = coded.is_outcome(Outcome.NON_RESPONSE.value)
     eligible = ~(rejected | non_response)
     n_eligible = int(eligible.sum())
-    per_seed = per_seed_fidelity(seed_array, outcome_array)
+    per_seed = _per_seed(coded)
     defined = np.asarray([value is not None for value in per_seed.values()], dtype=bool)
     fidelities = np.asarray([value for value in per_seed.values() if value is not None], dtype=float)
-    n_distinct = len(set(outcome_sequences(seed_array, outcome_array, eligible, turns).values()))
+    n_distinct = _distinct_sequences(coded, eligible, turns)
     common = {
         "n_seeds": int(defined.sum()),
         "n_distinct_sequences": n_distinct,
         "degenerate_seeds": bool(defined.sum() >= DEGENERATE_MIN_SEEDS and n_distinct <= DEGENERATE_MAX_SEQUENCES),
         "n_eligible_turns": n_eligible,
-        "n_valid": int((outcome_array == Outcome.VALID_CALL.value).sum()),
+        "n_valid": int(coded.is_outcome(Outcome.VALID_CALL.value).sum()),
         "n_rejected": int(rejected.sum()),
         "n_non_response": int(non_response.sum()),
         "few_seeds": bool(defined.sum() < FEW_SEEDS_THRESHOLD),

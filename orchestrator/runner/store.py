@@ -36,7 +36,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from orchestrator.core.jsonl import read_error
+import msgspec
+
+from orchestrator.core.jsonl import MAX_LINE_BYTES, read_error
 from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SeedEnd, TurnRecord
 from orchestrator.runner import storerepair
 from orchestrator.runner.diskfull import append_line, named_writes
@@ -53,7 +55,7 @@ from orchestrator.runner.storedamage import (
     turn_record,
     view_record,
 )
-from orchestrator.runner.turnview import decode_views
+from orchestrator.runner.turnview import OFFSET_KEY, decode_views
 from orchestrator.serving.registry import REPO_ROOT
 
 PACKAGES = ("toolcall-matrix", "pydantic", "httpx", "numpy", "pandas", "docker", "jsonschema", "typer", "jinja2")
@@ -251,6 +253,9 @@ class RunStore:
         decode, bulk = (view_record, decode_views) if view else (turn_record, None)
         for batch in iter_file_batches(self.turns_path, decode, bulk):
             records += batch.records  # read in bulk: the view's types admit only known schema versions
+            if view and batch.records:  # where each view's line is: read_records_at reads it whole later
+                for record, offset in zip(batch.records, batch.starts.tolist(), strict=True):
+                    record[OFFSET_KEY] = offset
             for number, raw, record, unended in batch.lines:
                 if isinstance(record, LineError):
                     if unended:
@@ -259,7 +264,26 @@ class RunStore:
                     else:
                         bad.append(Damage(self.turns_path, number, "bad_line", str(record)))
                     continue
+                if view:
+                    record[OFFSET_KEY] = batch.offset(number)
                 records.append(check_schema(f"{self.turns_path}:{number}", record))
+
+    def read_records_at(
+        self, offsets: list[int], decode: Callable[[bytes], dict[str, Any]] = turn_record
+    ) -> dict[int, dict[str, Any]]:
+        """The records whose lines start at these byte offsets (a view's OFFSET_KEY), read one line each and
+        decoded by `decode` (whole records by default): a report shows a few turns' raw answers without reading
+        every record whole. A line that no longer decodes (the file changed since) is left out."""
+        found: dict[int, dict[str, Any]] = {}
+        with self.turns_path.open("rb") as handle:
+            for offset in sorted(set(offsets)):
+                handle.seek(offset)
+                line = handle.readline(MAX_LINE_BYTES + 1).rstrip(b"\n")
+                try:
+                    found[offset] = decode(line)
+                except (LineError, msgspec.DecodeError):
+                    continue
+        return found
 
     def seed_states(self) -> dict[SeedKey, SeedState]:
         """Per (cell, seed): its latest run and how that run ended (None while unfinished)."""

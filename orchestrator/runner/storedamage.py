@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, get_type_hints
 
 import msgspec
+import numpy as np
 
 from orchestrator.core.jsonl import BulkDecode, bulk_decoded, iter_chunks, numbered_lines
 from orchestrator.core.types import Outcome
@@ -116,6 +117,13 @@ class Batch:
 
     records: list[Any]
     lines: list[tuple[int, bytes, Any, bool]]
+    first: int = 1  # the chunk's first line number
+    starts: np.ndarray | None = None  # each line's byte offset in the file, from line `first` on
+
+    def offset(self, number: int) -> int:
+        """Where line `number` of this batch starts in the file."""
+        assert self.starts is not None
+        return int(self.starts[number - self.first])
 
 
 def iter_file_batches(path: Path, decode: Decode = turn_record, bulk: BulkDecode | None = None) -> Iterator[Batch]:
@@ -126,10 +134,10 @@ def iter_file_batches(path: Path, decode: Decode = turn_record, bulk: BulkDecode
         for chunk in iter_chunks(handle):  # a line past MAX_LINE_BYTES: ValueError, refused before it is read whole
             records = bulk_decoded(chunk, bulk) if bulk is not None else None
             if records is not None:
-                yield Batch(records, [])
+                yield Batch(records, [], chunk.first, chunk.starts())
                 continue
             lines = [(number, raw, decoded(raw, decode), chunk.unended) for number, raw in numbered_lines(chunk)]
-            yield Batch([], lines)
+            yield Batch([], lines, chunk.first, chunk.starts())
 
 
 def decoded(raw: bytes, decode: Decode) -> Any:

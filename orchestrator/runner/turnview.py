@@ -63,6 +63,7 @@ class FirstTurnFields(TypedDict):
     parse_path: NotRequired[Any]
 
 
+OFFSET_KEY = "_offset"  # set on each view by the store: where its line starts in turns.jsonl (not a record field)
 VIEW_FIELDS = frozenset(TurnView.__annotations__) | frozenset(FirstTurnFields.__annotations__)
 _DECODER = msgspec.json.Decoder(TurnView)
 _FIRST_TURN = msgspec.json.Decoder(FirstTurnFields)

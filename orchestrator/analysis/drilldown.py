@@ -1,0 +1,196 @@
+"""report/cells/<n>-<cell>.html: one drill-down page per cell, each seed's turns with outcome, detail, HTTP
+status, latency, tokens and the raw content / raw tool calls (escaped by the template: model output is untrusted
+text).
+
+Bounded for any run size: the report holds lean views of the turns (runner/turnview.py), so the fields shown
+here are read whole only for the turns a page shows, one line each by its byte offset (`read_records_at`,
+decoding just `DrillFields`). A page shows whole seeds, in seed order, up to its share of ROW_BUDGET turns
+(at least MIN_ROWS, and always the first seed), and says how many it left out; each raw field is cut at
+RAW_CHARS characters with the count of the rest. The whole record of every turn stays in turns.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from operator import itemgetter
+from pathlib import Path
+from typing import Any, NotRequired, TypedDict
+
+import jinja2
+import msgspec
+from markupsafe import Markup, escape
+
+from orchestrator.core.cell import slug
+from orchestrator.core.types import Outcome
+from orchestrator.runner.store import RunStore
+from orchestrator.runner.turnview import OFFSET_KEY
+
+ROW_BUDGET = 10_000  # turns shown across all of a run's pages
+MIN_ROWS = 20  # a cell's page shows at least this many turns (whole seeds) when it has them
+RAW_CHARS = 2_000  # per raw field and turn
+PAGES_DIR = "cells"
+
+
+class DrillFields(TypedDict):
+    """What a drill-down row needs beyond the view, read from the turn's own line."""
+
+    attempt: NotRequired[Any]
+    http_status: NotRequired[Any]
+    latency_s: NotRequired[Any]
+    tokens: NotRequired[Any]
+    raw_content: NotRequired[Any]
+    raw_tool_calls: NotRequired[Any]
+    error: NotRequired[Any]
+    finish_reason: NotRequired[Any]
+
+
+_DECODER = msgspec.json.Decoder(DrillFields)
+
+
+@dataclass
+class CellPage:
+    cell_id: str
+    name: str
+    text: str
+    config: list[tuple[str, str]]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    n_turns: int = 0
+    n_seeds: int = 0
+    seeds_shown: int = 0
+
+
+@dataclass
+class DrillDown:
+    run_id: str
+    pages: list[CellPage]
+    refusals: dict[str, dict[str, Any]]  # cell id -> the first refused turn's status, detail and message
+
+
+def cell_page_name(index: int, cell_id: str) -> str:
+    return f"{PAGES_DIR}/{index:04d}-{slug(cell_id)[:120]}.html"
+
+
+def _decode(line: bytes) -> dict[str, Any]:
+    return dict(_DECODER.decode(line))
+
+
+def _shown(turns: list[dict[str, Any]], cap: int) -> tuple[list[dict[str, Any]], int, int]:
+    """Whole seeds in seed order up to `cap` turns (the first seed always), each in (seed attempt, turn) order,
+    record order kept: (turns shown, seeds shown, seeds). Counted in C (Counter, itemgetter): a cell may hold
+    hundreds of thousands of turns of which a page shows a few dozen."""
+    sizes = Counter(map(itemgetter("seed"), turns))
+    chosen: list[str] = []
+    total = 0
+    for seed in sorted(sizes, key=str):
+        if chosen and total + sizes[seed] > cap:
+            break
+        chosen.append(seed)
+        total += sizes[seed]
+    rank = {seed: index for index, seed in enumerate(chosen)}
+    shown = [t for t in turns if t["seed"] in rank]
+    shown.sort(key=lambda t: (rank[t["seed"]], t.get("seed_attempt") or 0, t["turn"]))
+    return shown, len(chosen), len(sizes)
+
+
+def _cut(value: Any) -> tuple[str, int]:
+    """A raw field as text (JSON for structures) cut at RAW_CHARS: (text, characters left out)."""
+    if value is None:
+        return "", 0
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text[:RAW_CHARS], max(0, len(text) - RAW_CHARS)
+
+
+def _row(view: dict[str, Any], whole: dict[str, Any]) -> Markup:
+    """One turn as a table row, every text escaped here (rows are built in Python, not by the template's loop:
+    a million-turn run's pages hold tens of thousands of rows). Numbers are formatted, never inserted raw."""
+    content, content_cut = _cut(whole.get("raw_content"))
+    calls, calls_cut = _cut(whole.get("raw_tool_calls"))
+    tokens = whole.get("tokens") if isinstance(whole.get("tokens"), dict) else {}
+    latency = whole.get("latency_s")
+    outcome = escape(view["outcome"])
+    superseded = " superseded" if view.get("superseded") else ""
+    return Markup(
+        f'<tr class="turn{superseded}" data-outcome="{outcome}"><td>{escape(view["seed"])}</td>'
+        f"<td>{_number(view.get('seed_attempt') or 0)}</td><td>{_number(view['turn'])}</td>"
+        f"<td>{_number(whole.get('attempt'))}</td>"
+        f'<td><span class="swatch o-{outcome}"></span>{outcome}</td><td><code>{escape(view.get("detail") or "")}'
+        f"</code></td><td>{_number(whole.get('http_status'))}</td><td>{_number(latency, '.2f')}</td>"
+        f"<td>{_number(tokens.get('prompt'))}/{_number(tokens.get('completion'))}</td>"
+        f"<td>{escape(whole.get('finish_reason') or '')}</td><td>{escape(view.get('end') or '')}</td>"
+        f"<td>{escape(' '.join(view.get('flags') or ()))}</td>"
+        f"{_raw_cell(content, content_cut)}{_raw_cell(calls, calls_cut)}</tr>\n"
+    )
+
+
+def _number(value: Any, spec: str = "d") -> str:
+    """An int (or a float with `spec`) as text; anything else (absent, or not a number in a hand-edited file) —."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "—"
+    return format(value, spec) if spec != "d" or isinstance(value, int) else "—"
+
+
+def _raw_cell(text: str, cut: int) -> str:
+    more = f'<span class="note">… {cut} more characters</span>' if cut else ""
+    return f'<td class="raw"><pre>{escape(text)}</pre>{more}</td>'
+
+
+def _refusal(whole: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:
+    error = whole.get("error") if isinstance(whole.get("error"), dict) else {}
+    body = error.get("body")
+    message = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(message, dict):
+        message = message.get("message", message)
+    return {"http_status": whole.get("http_status"), "detail": view.get("detail"), "message": _cut(message)[0]}
+
+
+def drill_down(
+    store: RunStore, order: list[str], by_cell: dict[str, list[dict[str, Any]]], texts: dict[str, str],
+    configs: dict[str, list[tuple[str, str]]], with_refusals: set[str],
+) -> DrillDown:  # fmt: skip
+    """The drill-down pages of a run's cells (in `order`, the long table's) and the first refusal of each cell
+    in `with_refusals` (the cells whose counted turns hold one: the others are not searched)."""
+    cap = max(MIN_ROWS, ROW_BUDGET // max(1, len(order)))
+    plans = {cell_id: _shown(by_cell.get(cell_id, []), cap) for cell_id in order}
+    refused = {}
+    for cell_id in order:
+        if cell_id not in with_refusals:
+            continue
+        first = next((t for t in by_cell.get(cell_id, []) if t["outcome"] == Outcome.REJECTED_REQUEST), None)
+        if first is not None:
+            refused[cell_id] = first
+    wanted = [t for shown, _n, _s in plans.values() for t in shown] + list(refused.values())
+    wholes = _read_wholes(store, wanted)
+    pages = []
+    for index, cell_id in enumerate(order):
+        shown, seeds_shown, n_seeds = plans[cell_id]
+        page = CellPage(cell_id, cell_page_name(index, cell_id), texts.get(cell_id, ""), configs.get(cell_id, []))
+        page.rows = [_row(t, wholes.get(id(t), t)) for t in shown]
+        page.n_turns, page.n_seeds, page.seeds_shown = len(by_cell.get(cell_id, [])), n_seeds, seeds_shown
+        pages.append(page)
+    refusals = {c: _refusal(wholes.get(id(t), t), t) for c, t in refused.items()}
+    return DrillDown(store.run_id, pages, refusals)
+
+
+def _read_wholes(store: RunStore, views: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The drill fields of each view that is a lean view (a whole record, as --reclassify reads, has them)."""
+    lean = [v for v in views if OFFSET_KEY in v]
+    found = store.read_records_at([v[OFFSET_KEY] for v in lean], decode=_decode)
+    return {id(v): found[v[OFFSET_KEY]] for v in lean if v[OFFSET_KEY] in found}
+
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("orchestrator", "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True
+)
+
+
+def write_cell_pages(drill: DrillDown, out: Path) -> list[Path]:
+    template = _ENV.get_template("report_cell.html.j2")
+    (out / PAGES_DIR).mkdir(exist_ok=True)
+    written = []
+    for page in drill.pages:
+        path = out / page.name
+        path.write_text(template.render(page=page, run_id=drill.run_id, raw_chars=RAW_CHARS), encoding="utf-8")
+        written.append(path)
+    return written

@@ -1,0 +1,219 @@
+"""report/index.html and the per-cell drill-down pages, from committed runs and runs made hostile: what the grid
+draws for each cell, what the config table highlights, what the drill-down shows and cuts, that model output
+is escaped, that sections appear only where the run has them; and (test_report_in_browser) the page opened in
+a real headless chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks.scalegen import generate
+from orchestrator.analysis import drilldown
+from orchestrator.analysis.report import write_report
+from orchestrator.runner.store import RunStore
+from tests.browser import screenshot_dir, visit
+from tests.conftest import committed_runs
+
+EXAMPLES = {run.name.split("-", 1)[1].rsplit("-", 1)[0]: run for run in committed_runs()}
+CPU = next(run for run in committed_runs() if run.name == "20261203T131653Z-cpu-87d008")
+
+
+def reported(source: Path, tmp_path: Path, edit=None) -> Path:  # type: ignore[no-untyped-def]
+    run = tmp_path / source.name
+    shutil.copytree(source, run, ignore=shutil.ignore_patterns("report"))
+    if edit is not None:
+        edit(run)
+    write_report(RunStore(run))
+    return run
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes, and the text inside <pre> (what a browser would show)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.pre_text: list[str] = []
+        self._in_pre = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self._in_pre += tag == "pre"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_pre -= tag == "pre"
+
+    def handle_data(self, data: str) -> None:
+        if self._in_pre:
+            self.pre_text.append(data)
+
+    def having(self, tag: str, cls: str) -> list[dict[str, str | None]]:
+        return [a for t, a in self.tags if t == tag and cls in (a.get("class") or "").split()]
+
+
+def page_of(run: Path, cell_id: str) -> Path:
+    """A cell's drill-down page, by its position in the long table (the pages' order)."""
+    order = pd.read_csv(run / "report" / "cells_long.csv")["cell_id"].tolist()
+    return run / "report" / drilldown.cell_page_name(order.index(cell_id), cell_id)
+
+
+def parsed(path: Path) -> Elements:
+    elements = Elements()
+    elements.feed(path.read_text(encoding="utf-8"))
+    return elements
+
+
+def test_grid_draws_a_bar_per_defined_cell_and_a_marker_per_undefined_one(tmp_path: Path) -> None:
+    run = reported(CPU, tmp_path)
+    long = pd.read_csv(run / "report" / "cells_long.csv")
+    page = parsed(run / "report" / "index.html")
+    bars = {a["data-cell"] for a in page.having("svg", "bar")}
+    markers = {a["data-cell"]: a["class"] for a in page.having("span", "marker") if "data-cell" in a}
+    defined = set(long.loc[long["per_seed_mean"].notna(), "cell_id"])
+    assert bars == defined and len(page.having("svg", "bar")) == len(defined)
+    assert set(markers) == set(long["cell_id"]) - defined and markers
+    # Refused cells read `rej` (the wide table's text), never `undefined`.
+    refused = set(long.loc[long["text"].str.startswith("rej"), "cell_id"])
+    assert refused and all(markers[c] == "marker rej" for c in refused)
+    # One composition bar per cell, its segments adding up to the counted turns.
+    assert {a["data-cell"] for a in page.having("svg", "stack")} == set(long["cell_id"])
+
+
+def test_hover_of_a_refused_cell_names_the_http_status_and_detail(tmp_path: Path) -> None:
+    run = reported(CPU, tmp_path)
+    html = (run / "report" / "index.html").read_text(encoding="utf-8")
+    cell = "llamacpp-no-jinja__qwen2.5-coder-0.5b-instruct__native"
+    marker = rf'<a href="[^"]*"><span class="marker rej" data-cell="{re.escape(cell)}"'
+    title = re.search(r'<td class="cell" title="([^"]*)">\s*' + marker, html)
+    assert title, "the refused cell has no hover title"
+    assert "HTTP 500 refused:no_jinja" in title.group(1) and "tools param requires --jinja flag" in title.group(1)
+
+
+def test_bar_geometry_is_the_per_seed_mean_and_its_interval(tmp_path: Path) -> None:
+    run = reported(CPU, tmp_path)
+    long = pd.read_csv(run / "report" / "cells_long.csv").set_index("cell_id")
+    html = (run / "report" / "index.html").read_text(encoding="utf-8")
+    for cell_id, row in long[long["per_seed_mean"].notna()].iterrows():
+        svg = html[html.index(f'<svg class="bar" data-cell="{cell_id}"') :]
+        svg = svg[: svg.index("</svg>")]
+        width = float(re.search(r'class="fill" x="4" y="4" width="([\d.]+)"', svg).group(1))
+        low, high = (float(v) for v in re.search(r'class="ci" x1="([\d.]+)" x2="([\d.]+)" y1="9"', svg).groups())
+        assert width == pytest.approx(112 * row["per_seed_mean"], abs=0.01)
+        assert low == pytest.approx(4 + 112 * row["ci_low"], abs=0.01)
+        assert high == pytest.approx(4 + 112 * row["ci_high"], abs=0.01)
+        assert svg.count('class="seed"') == row["n_seeds"]
+
+
+def test_config_table_highlights_exactly_the_fields_that_differ(tmp_path: Path) -> None:
+    run = reported(CPU, tmp_path)
+    page = (run / "report" / "index.html").read_text(encoding="utf-8")
+    table = page[page.index('<table class="config">') : page.index("</table>", page.index('<table class="config">'))]
+    highlighted = set(re.findall(r'<tr class="differs"><th scope="row">([a-z_0-9]+)</th>', table))
+    plain = set(re.findall(r'<tr><th scope="row">([a-z_0-9]+)</th>', table))
+    # Two stacks, two tool configs each: the stack, its flags and version differ; the turn cap is one for all.
+    assert {"stack", "tool_config", "tool_flags", "stack_version", "argv"} <= highlighted
+    assert "turn_cap" in plain and "turn_cap" not in highlighted
+
+
+def test_sections_only_for_what_the_run_has(tmp_path: Path) -> None:
+    plain = (reported(CPU, tmp_path / "a") / "report" / "index.html").read_text(encoding="utf-8")
+    stream = next(run for run in committed_runs() if "stream" in run.name)
+    streamed = (reported(stream, tmp_path / "b") / "report" / "index.html").read_text(encoding="utf-8")
+    product = next(run for run in committed_runs() if "product" in run.name)
+    product_run = reported(product, tmp_path / "c", edit=lambda r: shutil.copytree(product / "report", r / "report"))
+    channels = (product_run / "report" / "index.html").read_text(encoding="utf-8")
+    assert 'class="section"' not in plain
+    assert ">Stream vs non-stream</h2>" in streamed and ">Channels" not in streamed
+    assert ">Channels (model vs product)</h2>" in channels and ">Stream vs non-stream" not in channels
+
+
+def _hostile(run: Path) -> None:
+    lines = (run / "turns.jsonl").read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["raw_content"] = "</pre><script>alert(1)</script><img src=x onerror=alert(2)>" + "x" * 5000
+    record["raw_tool_calls"] = [{"function": {"name": "<b>bold</b>", "arguments": "\"'&"}}]
+    record["detail"] = "parse:<i>detail</i>"
+    lines[0] = json.dumps(record)
+    (run / "turns.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_model_output_is_escaped_and_cut(tmp_path: Path) -> None:
+    run = reported(CPU, tmp_path, edit=_hostile)
+    first = json.loads((run / "turns.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    page = page_of(run, first["cell_id"])
+    elements = parsed(page)
+    assert not [a for t, a in elements.tags if t in ("script", "img", "b", "i")]  # shown as text, never as tags
+    shown = "".join(elements.pre_text)
+    assert "</pre><script>alert(1)</script><img src=x onerror=alert(2)>" in shown
+    assert '<b>bold</b>' in shown
+    text = page.read_text(encoding="utf-8")
+    cut = len(first["raw_content"]) - drilldown.RAW_CHARS
+    assert f"… {cut} more characters" in text
+    assert "x" * (drilldown.RAW_CHARS - 60) in shown and "x" * (drilldown.RAW_CHARS + 1) not in shown
+
+
+def test_drilldown_shows_whole_seeds_within_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drilldown, "ROW_BUDGET", 10)
+    monkeypatch.setattr(drilldown, "MIN_ROWS", 2)
+    run = reported(CPU, tmp_path)
+    records = [json.loads(line) for line in (run / "turns.jsonl").read_text(encoding="utf-8").splitlines()]
+    cell = "llamacpp-jinja__qwen2.5-coder-0.5b-instruct__native_hint"
+    page = page_of(run, cell)
+    rows = parsed(page).having("tr", "turn")
+    mine = sorted((r for r in records if r["cell_id"] == cell), key=lambda r: r["seed"])
+    seeds = sorted({r["seed"] for r in mine})
+    first_seed = [r for r in mine if r["seed"] == seeds[0]]
+    # The budget (2 rows a cell) holds less than one seed here: the first seed is shown whole, no more.
+    assert len(rows) == len(first_seed) > 2
+    assert f"shown:\nthe first 1 seeds ({len(first_seed)} records)" in page.read_text(encoding="utf-8")
+    in_order = sorted(first_seed, key=lambda r: (r.get("seed_attempt", 0), r["turn"]))
+    assert [row["data-outcome"] for row in rows] == [r["outcome"] for r in in_order]
+
+
+def test_a_second_report_leaves_no_stale_pages(tmp_path: Path) -> None:
+    run = reported(CPU, tmp_path)
+    stale = run / "report" / "cells" / "9999-gone.html"
+    stale.write_text("old")
+    write_report(RunStore(run))
+    assert not stale.exists()
+    assert len(list((run / "report" / "cells").glob("*.html"))) == len(list((run / "cells").glob("*.json")))
+
+
+def test_a_thousand_cell_page_stays_small(tmp_path: Path) -> None:
+    run = tmp_path / "run-1000"
+    generate(run, turns=1000 * 2 * 3, seeds=2, turns_per_seed=3)
+    write_report(RunStore(run))
+    index = run / "report" / "index.html"
+    assert len(list((run / "cells").glob("*.json"))) == 1000
+    assert index.stat().st_size < 10 * 1024 * 1024
+    assert len(parsed(index).having("td", "cell")) == 1000
+
+
+def test_report_in_browser(tmp_path: Path) -> None:
+    """A real chromium opens the committed CPU run's page: no console error, no request beyond the page itself,
+    one bar per defined cell and one marker per undefined one; a drill-down page opens clean too."""
+    run = reported(CPU, tmp_path, edit=_hostile)
+    long = pd.read_csv(run / "report" / "cells_long.csv")
+    shot = screenshot_dir(tmp_path) / "report-cpu.png"
+    index, *cells = visit(run / "report" / "index.html", screenshot=shot, follow=3)
+    check_visit(index, long)
+    assert shot.stat().st_size > 10_000
+    for page in cells:
+        assert not page.console_errors and not page.foreign_requests, (page.console_errors, page.foreign_requests)
+
+
+def check_visit(seen, long: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+    """What every browser test asserts of an index page (the smoke run's too)."""
+    assert not seen.console_errors, seen.console_errors
+    assert not seen.foreign_requests, seen.foreign_requests
+    defined = set(long.loc[long["per_seed_mean"].notna(), "cell_id"])
+    assert sorted(seen.bars) == sorted(defined)
+    assert set(seen.markers) == set(long["cell_id"]) - defined
+    assert all(seen.hovers[c] and c in seen.hovers[c] for c in long["cell_id"])
