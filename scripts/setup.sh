@@ -9,6 +9,11 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/pip install --quiet --upgrade pip
 .venv/bin/pip install --quiet -e '.[test]'
+# The browser the report's tests open pages in (driven by playwright, which downloads no browser of its own).
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 if [[ "${TOOLCALL_MATRIX_NO_DOCKER:-0}" != "1" ]]; then
   bash scripts/start-dockerd.sh
 fi

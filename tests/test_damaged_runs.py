@@ -43,7 +43,8 @@ def copy_example(tmp_path: Path) -> Path:
 
 
 def report_bytes(run: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((run / "report").iterdir())}
+    report = run / "report"
+    return {str(p.relative_to(report)): p.read_bytes() for p in sorted(report.rglob("*")) if p.is_file()}
 
 
 def lines_of(run: Path) -> list[bytes]:
@@ -263,7 +264,7 @@ def test_a_failing_parquet_write_leaves_the_old_report_byte_identical(
     assert not [p for p in run.iterdir() if p.name.startswith(".report-")]  # no staging folder left behind
     monkeypatch.undo()
     _long, _wide, written = write_report(RunStore(run))
-    assert {p.parent for p in written} == {run / "report"} and report_bytes(run) != report
+    assert {p.parent for p in written} == {run / "report", run / "report" / "cells"} and report_bytes(run) != report
 
 
 # --- U+2028 in a record ------------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from orchestrator.runner.matrix import expand
 from orchestrator.runner.matrixfile import load_matrix
 from orchestrator.serving.assets import cache_root
 from orchestrator.serving.registry import REPO_ROOT
+from tests.browser import screenshot_dir, visit
+from tests.test_html_report import check_visit
 
 pytestmark = pytest.mark.integration
 ENV = {**os.environ, "COLUMNS": "250"}
@@ -75,8 +77,15 @@ def test_smoke_matrix_end_to_end(tmp_path: Path, docker_client, llama_server_bin
     assert all(sorted(turns) == list(range(len(turns))) for turns in by_seed.values())
     wide = pd.read_csv(run / "report" / "cells_wide.csv", index_col=0)
     assert wide.loc["qwen2.5-coder-0.5b-instruct", "vllm-default | native"].startswith("rej")
-    for ext in ("csv", "parquet", "md", "html"):
+    for ext in ("csv", "parquet", "md"):
         assert (run / "report" / f"cells_long.{ext}").is_file()
+    # The page a person opens, in a real browser: no console error, no request, a bar or a marker per cell.
+    shot = screenshot_dir(tmp_path) / "smoke.png"
+    index, *cell_pages = visit(run / "report" / "index.html", screenshot=shot, follow=2)
+    check_visit(index, long)
+    assert all(not p.console_errors and not p.foreign_requests for p in cell_pages)
+    assert index.markers[next(iter(refused["cell_id"]))] == "rej"
+    assert str(run / "report" / "index.html") in report.stdout.replace("\n", "")
     # Outcomes recomputed offline from the stored raw answers agree with the live classification.
     reclassified = orchestrate("report", str(run), "--reclassify")
     assert reclassified.returncode == 0, reclassified.stderr

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.analysis.drilldown import DrillFields
 from orchestrator.analysis.report import write_report
 from orchestrator.cli import TurnOutcomeRow
 from orchestrator.cli.outcomerows import OutcomeRow, decode_outcome_rows, outcome_frame
@@ -47,7 +48,8 @@ def _report_files(run: Path, tmp_path: Path, view: bool, monkeypatch: pytest.Mon
     monkeypatch.setattr(RunStore, "read_turns", lambda self, view=False, wanted=view: read(self, view=wanted))
     write_report(RunStore(copy))
     monkeypatch.setattr(RunStore, "read_turns", read)
-    return {p.name: p.read_bytes() for p in sorted((copy / "report").iterdir())}
+    report = copy / "report"  # the drill-down pages too: read by offset from views, from the records when full
+    return {str(p.relative_to(report)): p.read_bytes() for p in sorted(report.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.parametrize("run", EXAMPLES, ids=[p.name for p in EXAMPLES])
@@ -520,10 +522,11 @@ def test_every_field_the_report_reads_is_in_the_view(tmp_path: Path, monkeypatch
         shutil.copytree(run, copy)
         write_report(RunStore(copy))
     assert {"calls", "raw_content", "model", "parse_path"} <= _Spy.read[True]  # the spy saw the sections read
-    assert _Spy.read[True] <= VIEW_FIELDS, sorted(_Spy.read[True] - VIEW_FIELDS)
-    assert _Spy.read[False] <= VIEW_FIELDS - set(FirstTurnFields.__annotations__), sorted(
-        _Spy.read[False] & set(FirstTurnFields.__annotations__)
-    )
+    # Beyond the view: what the drill-down pages read of the turns they show, each read whole by its offset.
+    drill = set(DrillFields.__annotations__) | {OFFSET_KEY}
+    assert _Spy.read[True] <= VIEW_FIELDS | drill, sorted(_Spy.read[True] - VIEW_FIELDS - drill)
+    later = (VIEW_FIELDS - set(FirstTurnFields.__annotations__)) | drill
+    assert _Spy.read[False] <= later, sorted(_Spy.read[False] - later)
 
 
 def test_report_on_a_manifest_with_a_huge_bootstrap_is_one_error(tmp_path: Path) -> None:

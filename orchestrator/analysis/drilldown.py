@@ -181,12 +181,15 @@ def _read_wholes(store: RunStore, views: list[dict[str, Any]]) -> dict[int, dict
 
 
 _ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("orchestrator", "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True
+    loader=jinja2.PackageLoader("orchestrator.analysis", "templates"),
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
 )
 
 
 def write_cell_pages(drill: DrillDown, out: Path) -> list[Path]:
-    template = _ENV.get_template("report_cell.html.j2")
+    template = _ENV.get_template("cell.html.j2")
     (out / PAGES_DIR).mkdir(exist_ok=True)
     written = []
     for page in drill.pages:

@@ -56,9 +56,15 @@ MODEL_FIELDS = ("model_digest", "quantization")
 FLAG_NAMES = ("few_seeds", "pooled_gap", "degenerate_seeds")
 LEGEND = {"few_seeds": FEW_SEEDS_THRESHOLD, "pooled_gap": round(100 * POOLED_GAP_THRESHOLD),
           "degenerate_min": DEGENERATE_MIN_SEEDS, "degenerate_max": DEGENERATE_MAX_SEQUENCES}  # fmt: skip
-# Report files another command writes beside the tables; each becomes a section when present.
-SECTION_FILES = {"triage.json": "Triage verdicts", "channels.json": "Channels (model vs product)",
-                 "gate.json": "Release gate", "ablation.json": "Guard ablation"}  # fmt: skip
+# Report files another command writes beside the tables; each becomes a section when present: (title, the
+# columns shown, None: all).
+TRIAGE_FILE = "triage.json"
+SECTION_FILES: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    TRIAGE_FILE: ("Triage verdicts", ("cell_id", "per_seed_mean", "ci_low", "ci_high", "verdict", "summary")),
+    "channels.json": ("Channels (model vs product)", None),
+    "gate.json": ("Release gate", None),
+    "ablation.json": ("Guard ablation", None),
+}
 
 
 @dataclass
@@ -194,7 +200,7 @@ def frame_section(title: str, frame: pd.DataFrame) -> dict[str, Any]:
 def file_sections(report_dir: Path) -> list[dict[str, Any]]:
     """Sections from the JSON files other commands leave in report/ (a list of flat-ish objects each)."""
     sections = []
-    for name, title in SECTION_FILES.items():
+    for name, (title, shown) in SECTION_FILES.items():
         path = report_dir / name
         if not path.is_file():
             continue
@@ -203,7 +209,7 @@ def file_sections(report_dir: Path) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue  # a damaged extra file loses its section, never the page
         if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
-            columns = list(dict.fromkeys(k for r in rows for k in r))
+            columns = list(shown or dict.fromkeys(k for r in rows for k in r))
             values = [[_flat(r.get(c)) for c in columns] for r in rows]
             sections.append({"title": title, "columns": columns, "rows": values})
     return sections
@@ -216,7 +222,10 @@ def _flat(value: Any) -> str:
 
 
 _ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("orchestrator", "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True
+    loader=jinja2.PackageLoader("orchestrator.analysis", "templates"),
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
 )
 
 
@@ -239,7 +248,7 @@ class Page:
 def write_html(page: Page, drill: DrillDown, out: Path) -> list[Path]:
     """index.html and cells/*.html into `out` (the report's staging folder)."""
     written = write_cell_pages(drill, out)
-    html = _ENV.get_template("report_index.html.j2").render(
+    html = _ENV.get_template("index.html.j2").render(
         page=page, eligible=ELIGIBLE, outside=OUTSIDE, model_fields=MODEL_FIELDS, legend=LEGEND
     )
     (out / INDEX).write_text(html, encoding="utf-8")

@@ -4,9 +4,13 @@ Pure presentation: they take frames and results, never read files or talk to ser
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 STATS_COLUMNS = ("stack", "model", "mode", "per-seed", "95% CI", "pooled", "seeds", "sequences")
@@ -73,3 +77,39 @@ def wide_view(wide: pd.DataFrame, run_name: str) -> Table:
     for model, row in wide.iterrows():
         view.add_row(str(model), *[str(v) for v in row.tolist()])
     return view
+
+
+def fits(console: Console, table: Table) -> bool:
+    """The table at its natural width (no column squeezed) fits the console."""
+    natural = Measurement.get(console, console.options.update_width(1 << 20), table).maximum  # unconstrained
+    return natural <= console.width
+
+
+def cell_lines(long: pd.DataFrame) -> list[str]:
+    """One line per cell, for a terminal the wide table does not fit: model, stack config, mode (and later
+    axes), the figure with its interval (the wide table's text, markers included), flags."""
+    lines = []
+    for row in long.to_dict("records"):
+        mean = row.get("per_seed_mean")
+        defined = mean is not None and mean == mean  # NaN: undefined (a flag qualifies a figure)
+        flags = [name for name in STATS_FLAGS if defined and row.get(name) is True]
+        axes = f" {row['axes']}" if row.get("axes") else ""
+        lines.append(f"{row['model']}  {row['stack_label']}  {row['tools_mode']}{axes}  {row['text']}"
+                     + (f"  [{' '.join(flags)}]" if flags else ""))  # fmt: skip
+    return lines
+
+
+def run_summary(console: Console, long: pd.DataFrame, wide: pd.DataFrame, run_name: str, index: Path) -> None:
+    """What `matrix` and `report` end with: the wide table where it fits the terminal, else a line per cell;
+    always the page to open."""
+    if long.empty:
+        console.print("(no cells)", highlight=False)
+    else:
+        table = wide_view(wide, escape(run_name))
+        if fits(console, table):
+            console.print(table)
+        else:
+            console.print(f"per-seed fidelity % [95% CI] n eligible turns — {escape(run_name)}", highlight=False)
+            for line in cell_lines(long):
+                console.print(escape(line), highlight=False, soft_wrap=True)
+    console.print(f"open: {escape(str(index))}", highlight=False, soft_wrap=True)

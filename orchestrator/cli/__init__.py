@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.analysis.views import probe_view, stats_view, wide_view
+from orchestrator.analysis.views import probe_view, run_summary, stats_view
 from orchestrator.cli.outcomerows import decode_outcome_rows, outcome_frame
 from orchestrator.core.cell import PRIMARY_AXES
 from orchestrator.core.jsonl import InputError, read_jsonl_batches
@@ -231,23 +231,38 @@ def validate_command(matrix_file: Annotated[Path, typer.Argument(help="matrices/
 
 
 def _print_wide(store_dir: Path) -> None:
+    from orchestrator.analysis.htmlreport import INDEX
     from orchestrator.analysis.report import write_report
     from orchestrator.runner.diskfull import named_writes
     from orchestrator.runner.store import RunStore
 
     store = RunStore(store_dir)
-    with named_writes(store_dir / "report"):  # a full disk names the report directory
-        _long, wide, written = write_report(store)
-    console.print(wide_view(wide, escape(store_dir.name)))
-    if store.manifest().get("matrix", {}).get("channels"):
-        from orchestrator.analysis.gate import format_gate_results
+    markdown, results = None, []
+    if store.manifest().get("matrix", {}).get("channels"):  # first: index.html shows the channel section
         from orchestrator.analysis.productreport import write_channel_report
 
         markdown, results, _written = write_channel_report(store)
+    with named_writes(store_dir / "report"):  # a full disk names the report directory
+        long, wide, _written = write_report(store)
+    run_summary(console, long, wide, store_dir.name, store_dir / "report" / INDEX)
+    if markdown is not None:
+        from orchestrator.analysis.gate import format_gate_results
+
         console.print(escape(markdown), highlight=False, soft_wrap=True)  # names in it are text, not markup
         if results:
             console.print(escape(format_gate_results(results)), highlight=False, soft_wrap=True)
-    console.print(f"report: {escape(str(written[0].parent))}", highlight=False)
+
+
+def refresh_page(run_dir: Path, *, quiet: bool = False) -> None:
+    """Rewrite a run's report (index.html included) after a command left a section file in report/ (triage.json,
+    channels.json, ablation.json), and say where the page is."""
+    from orchestrator.analysis.htmlreport import INDEX
+    from orchestrator.analysis.report import write_report
+    from orchestrator.runner.store import RunStore
+
+    write_report(RunStore(run_dir))
+    if not quiet:
+        console.print(f"open: {escape(str(run_dir / 'report' / INDEX))}", highlight=False, soft_wrap=True)
 
 
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -349,6 +364,8 @@ def report_command(
 ) -> None:
     """Long and wide tables (CSV, Parquet, Markdown, HTML) and the paper-compatible CSV, from stored results.
     All or nothing: on any error the existing report is left as it was."""
+    from orchestrator.analysis.drilldown import PAGES_DIR
+    from orchestrator.analysis.htmlreport import INDEX
     from orchestrator.analysis.report import write_report
     from orchestrator.runner.store import RunStore, StoreError
 
@@ -361,11 +378,13 @@ def report_command(
     gc.disable()
     store = RunStore(run_dir, recover=allow_damaged, warn=warn)
     try:
-        _long, wide, written = write_report(store, do_reclassify=reclassify)
-        if store.manifest().get("matrix", {}).get("channels"):
+        written = []
+        if store.manifest().get("matrix", {}).get("channels"):  # first: index.html shows the channel section
             from orchestrator.analysis.productreport import write_channel_report
 
             written += write_channel_report(store)[2]
+        long, wide, tables = write_report(store, do_reclassify=reclassify)
+        written += tables
     except StoreError as exc:
         fail(str(exc))
     except (KeyError, TypeError, ValueError) as exc:  # a readable record or cell lacking what the report needs
@@ -375,9 +394,10 @@ def report_command(
     finally:
         if collecting:
             gc.enable()
-    console.print(wide.to_string() if not wide.empty else "(no cells)", highlight=False, soft_wrap=True)
-    for path in written:
-        console.print(f"wrote {path}", highlight=False)
+    pages = sum(path.parent.name == PAGES_DIR for path in written)
+    where = escape(str(run_dir / "report"))
+    console.print(f"wrote {len(written)} files in {where} ({pages} cell pages)", highlight=False, soft_wrap=True)
+    run_summary(console, long, wide, run_dir.name, run_dir / "report" / INDEX)
     if store.damage:
         warn(f"{len(store.damage)} damaged thing(s) in {run_dir}: listed in {run_dir / 'report' / 'DAMAGE.md'}")
 

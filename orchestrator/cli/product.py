@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import app, console, fail
+from orchestrator.cli import app, console, fail, refresh_page
 
 
 @app.command("channels")
@@ -28,6 +28,7 @@ def channels_command(run_dir: Annotated[Path, typer.Argument(help="results/<run_
     if results:
         console.print(format_gate_results(results), highlight=False, soft_wrap=True)
     console.print(f"wrote {written[0].parent}", highlight=False)
+    refresh_page(run_dir)
 
 
 @app.command("gate")
@@ -102,6 +103,8 @@ def ablate_command(
     out.mkdir(exist_ok=True)
     (out / "ablation.md").write_text(markdown + "\n")
     (out / "ablation.json").write_text(json.dumps([row.as_json() for row in rows], indent=2) + "\n")
+    if not as_json:
+        refresh_page(store.dir)  # the ablation run's page shows the guard table
     if as_json:
         for row in rows:
             typer.echo(json.dumps(row.as_json()))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.analysis.triage import DEFAULT_THRESHOLD, TriageError, summary, triage_run
-from orchestrator.cli import app, console, fail
+from orchestrator.cli import app, console, err_console, fail, refresh_page
 
 
 def _percent(value: float | None) -> str:
@@ -33,6 +33,7 @@ def triage_command(
     except TriageError as exc:
         fail(escape(str(exc)))
         return
+    save_verdicts(run_dir, verdicts)
     if as_json:
         for verdict in verdicts:
             typer.echo(json.dumps(verdict.to_json(), default=str, allow_nan=False))
@@ -57,3 +58,18 @@ def triage_command(
             f"{name} {sum(v.verdict == name for v in verdicts)}" for name in sorted({v.verdict for v in verdicts})
         )
     )
+    console.print(f"open: {escape(str(run_dir / 'report' / 'index.html'))} (verdicts in report/triage.json)")
+
+
+def save_verdicts(run_dir: Path, verdicts: list[Any]) -> None:
+    """report/triage.json, and the run's report rewritten so index.html shows the verdicts."""
+    from orchestrator.analysis.htmlreport import TRIAGE_FILE
+    from orchestrator.runner.store import StoreError, write_json_atomic
+
+    (run_dir / "report").mkdir(exist_ok=True)
+    write_json_atomic(run_dir / "report" / TRIAGE_FILE, [verdict.to_json() for verdict in verdicts])
+    try:
+        refresh_page(run_dir, quiet=True)
+    except (StoreError, OSError) as exc:  # the verdicts stand; only the page could not be rewritten
+        err_console.print(f"warning: report/index.html not rewritten: {escape(str(exc))}", highlight=False)
+

@@ -47,6 +47,7 @@ from orchestrator.core.types import (
     ToolsMode,
     TurnRecord,
 )
+from orchestrator.runner import tracing
 from orchestrator.runner.exchange import Attempt, send
 from orchestrator.runner.modes import Request, build_request, continue_messages, initial_messages
 from orchestrator.runner.tasks import Suite, answer_correct, execute
@@ -189,6 +190,7 @@ def answer_turn(
         if ctx.cancelled.is_set():
             raise SeedCancelled(ctx.seed_id)
         heartbeat(f"{ctx.cell_id} {ctx.seed_id} turn {turn} attempt {attempt}")
+        tracing.request_started()  # this attempt's turn span starts here (tracing on)
         sent = send(ctx, client, url, payload(attempt), turn, attempt, heartbeat)
         if ctx.cancelled.is_set():  # the server is being torn down: this answer is not the model's
             raise SeedCancelled(ctx.seed_id)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from orchestrator.core.classify import error_message
 from orchestrator.core.redact import expand_env
+from orchestrator.runner import tracing
 from orchestrator.runner.matrix import Matrix, ModelEntry, ServerPlan
 from orchestrator.runner.store import now
 from orchestrator.serving.assets import resolve_model
@@ -19,6 +20,9 @@ from orchestrator.serving.launchers import LaunchError, ServerHandle, auth_heade
 from orchestrator.serving.readiness import probe_body
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ModelRef, ServerConfig
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 
 class LaunchFailed(Exception):
@@ -76,12 +80,14 @@ def launch_config(matrix: Matrix, plan: ServerPlan) -> ServerConfig:
 
 
 class ServerSession:
-    def __init__(self, config: ServerConfig, run_id: str, log_dir: Path) -> None:
+    def __init__(self, config: ServerConfig, run_id: str, log_dir: Path, *, label: str | None = None) -> None:
         self.config = config
         self.run_id = run_id
         self.log_dir = log_dir
+        self.label = label or f"{config.stack}-{config.tool_config}"  # the stack config's label in the matrix
         self._handle: ServerHandle | None = None
         self.launches: list[dict[str, Any]] = []
+        self.span: Span | None = None  # the running start's `launch` span (tracing on), parent of the seeds it serves
 
     @property
     def handle(self) -> ServerHandle:
@@ -101,17 +107,21 @@ class ServerSession:
         self.stop()
         launch: dict[str, Any] = {"reason": reason, "started": now()}
         self.launches.append(launch)
+        self.span = tracing.start_launch(self.config, self.run_id, reason, self.label)
         begun = time.monotonic()
         try:
             self._handle = start_server(self.config, self.run_id, log_dir=self.log_dir)
         except LaunchError as exc:
             launch.update(ok=False, error=str(exc).splitlines()[0], start_s=round(time.monotonic() - begun, 3))
+            tracing.launch_update(self.span, launch, end=True)
+            self.span = None
             raise LaunchFailed(str(exc), log_tail=exc.log_tail, command=exc.command) from exc
         ready_s = self._handle.ready_s or 0.0
         # start_s: spawn (with the version query) up to the first readiness poll; ready_s: from there to ready
         # (llama.cpp loads the model then: /health answers 503 until it is in).
         start_s = round(max(0.0, time.monotonic() - begun - ready_s), 3)
         launch.update(ok=True, start_s=start_s, ready_s=self._handle.ready_s, server=self._handle.describe())
+        tracing.launch_update(self.span, launch)
         return self._handle
 
     def ensure_alive(self, reason: str) -> ServerHandle:
@@ -125,6 +135,8 @@ class ServerSession:
             self._handle = None
             if self.launches:  # the start just torn down: how long its teardown took
                 self.launches[-1]["teardown_s"] = round(time.monotonic() - begun, 3)
+                tracing.launch_update(self.span, self.launches[-1], end=True)
+            self.span = None
 
     def prepare_model(self, config: ServerConfig, timeout_s: float) -> None:
         """Make the model available where the stack needs it (Ollama pulls); a failed pull is LaunchFailed

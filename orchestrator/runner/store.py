@@ -50,6 +50,7 @@ from orchestrator.runner.storedamage import (
     LineError,
     damaged_lines_message,
     iter_file_batches,
+    lean_reader,
     load_json,
     standin_cell,
     turn_record,
@@ -228,17 +229,18 @@ class RunStore:
     def update_manifest(self, **fields: Any) -> None:
         write_json_atomic(self.manifest_path, {**self.manifest(), **fields})
 
-    def read_turns(self, *, view: bool = False) -> list[dict[str, Any]]:
+    def read_turns(self, *, view: bool = False, fields: type | None = None) -> list[dict[str, Any]]:
         """All stored turn records. A torn last line is skipped with a warning; any other damaged line is an
         error naming file and line (skipped with a warning in recover mode). See the module's damage policy.
         The file is read a chunk at a time; `view`: each record as a lean `TurnView` (runner/turnview.py) of
-        the fields the report reads, for runs of millions of turns."""
+        the fields the report reads, for runs of millions of turns; `fields`: a TypedDict of the fields to
+        read instead (the same policy: a line it refuses is judged by the full reader)."""
         records: list[dict[str, Any]] = []
         bad: list[Damage] = []
         self._torn = None
         try:
             with paused_gc():
-                self._read_into(records, bad, view)
+                self._read_into(records, bad, view, fields)
         except FileNotFoundError as exc:
             raise StoreError(f"{self.turns_path}: missing: the run has no turn records (nothing was changed)") from exc
         except (OSError, ValueError) as exc:  # ValueError: a line past MAX_LINE_BYTES, refused unread
@@ -249,8 +251,8 @@ class RunStore:
             self.note(damage)
         return records
 
-    def _read_into(self, records: list[Any], bad: list[Damage], view: bool) -> None:
-        decode, bulk = (view_record, decode_views) if view else (turn_record, None)
+    def _read_into(self, records: list[Any], bad: list[Damage], view: bool, fields: type | None) -> None:
+        decode, bulk = lean_reader(fields) if fields else (view_record, decode_views) if view else (turn_record, None)
         for batch in iter_file_batches(self.turns_path, decode, bulk):
             records += batch.records  # read in bulk: the view's types admit only known schema versions
             if view and batch.records:  # where each view's line is: read_records_at reads it whole later

@@ -156,6 +156,24 @@ def view_record(raw: bytes) -> Any:
         return turn_record(raw)
 
 
+def lean_reader(fields: type) -> tuple[Decode, BulkDecode]:
+    """Decoders for a TypedDict of some of a record's fields (a notebook's turns table): a chunk decoded in bulk,
+    and a line the type refuses judged by turn_record, the one reader of damage (its LineError, or the full
+    record where the two disagree)."""
+    decoder = msgspec.json.Decoder(fields)
+
+    def line(raw: bytes) -> Any:
+        try:
+            return decoder.decode(raw)
+        except msgspec.DecodeError:
+            return turn_record(raw)
+
+    def bulk(lines: bytes | memoryview, _ends: Any) -> list[Any]:
+        return decoder.decode_lines(lines)
+
+    return line, bulk
+
+
 def standin_cell(cell_id: str, turns_path: Path, reason: str) -> dict[str, Any] | None:
     """What a damaged cell file can be replaced by for a report: the axes its first readable turn record
     names, status `damaged`, the reason; None when no turn names the cell (nothing of it to report)."""

@@ -22,6 +22,7 @@ from rich.console import Console
 from orchestrator.core.chattemplate import ChatTemplate, TemplateError, render_chat
 from orchestrator.core.modes import mode_of
 from orchestrator.core.types import CellStatus, SeedEnd, TurnRecord
+from orchestrator.runner import tracing
 from orchestrator.runner.agent import SeedCancelled, SeedContext, run_seed
 from orchestrator.runner.cellconfig import cell_config
 from orchestrator.runner.channels import run_model_case, run_product_case
@@ -103,12 +104,13 @@ class Sweep:
             self.progress.on_turn(turn)
 
     def run(self) -> int:
-        try:
-            self.start_tool_servers()
-            return self.run_plans()
-        finally:
-            self.stop_tool_servers()
-            self.streams.close()
+        with tracing.exporting():  # OTLP spans when OTEL_EXPORTER_OTLP_ENDPOINT is set, flushed at the end
+            try:
+                self.start_tool_servers()
+                return self.run_plans()
+            finally:
+                self.stop_tool_servers()
+                self.streams.close()
 
     def run_plans(self) -> int:
         plans = expand(self.matrix)
@@ -166,7 +168,7 @@ class Sweep:
         except LaunchFailed as exc:
             self.mark_launch_failed([c for c in plan.cells if not self.cell_done(c, pending)], exc, None)
             return
-        session = ServerSession(config, self.store.run_id, self.store.dir / "logs")
+        session = ServerSession(config, self.store.run_id, self.store.dir / "logs", label=plan.stack.label)
         task = progress.add_task(f"{plan.server_id} starting", total=sum(len(s) for s in pending.values()))
         self.phase_s = {"probe": 0.0, "seeds": 0.0}
         started, begun = now(), time.monotonic()
@@ -384,7 +386,7 @@ class Sweep:
                 record_stream=lambda record: self.streams.append(cell.cell_id, record),
                 semantics=cell.semantics(loaded.tools),
             )
-            loop = self.loop_for(cell)
+            loop = tracing.traced_loop(self.loop_for(cell), session.span, session.config.tool_config)
             try:
                 final = loop(ctx, self.record, heartbeat=lambda m: progress.update(task, description=f"  {m}"))
                 progress.seed_done(cell.cell_id, seed_id, final)
