@@ -170,6 +170,50 @@ def bench_run(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+PAGE_LOAD = """
+import sys, statistics
+sys.path.insert(0, sys.argv[1])
+from tests.browser import visit
+from pathlib import Path
+page, blank = Path(sys.argv[2]), Path(sys.argv[3])
+loads = {name: [] for name in ("page", "blank")}
+for _ in range(3):
+    for name, path in (("page", page), ("blank", blank)):
+        (seen,) = visit(path)
+        loads[name].append(seen.load_ms)
+        if name == "page":
+            shown = seen
+bad = len(shown.console_errors) + len(shown.foreign_requests)
+print(statistics.median(loads["page"]), statistics.median(loads["blank"]), bad, len(shown.bars), len(shown.markers))
+"""
+
+
+def bench_page(run_dir: Path) -> dict[str, Any]:
+    """What `report` wrote for a person: index.html and the drill-down pages (sizes, rows), and the time headless
+    chromium takes to load index.html (navigation loadEventEnd, median of 3) beside a blank page's."""
+    report = run_dir / "report"
+    pages = list((report / "cells").glob("*.html"))
+    rows = sum(page.read_text(encoding="utf-8").count('<tr class="turn') for page in pages)
+    out: dict[str, Any] = {
+        "index_mb": round((report / "index.html").stat().st_size / 2**20, 2),
+        "cells": len(list((run_dir / "cells").glob("*.json"))),
+        "cell_pages": len(pages),
+        "cell_pages_mb": round(sum(p.stat().st_size for p in pages) / 2**20, 1),
+        "drilldown_rows": rows,
+    }
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        return out | {"load": "not measured: no chromium"}
+    blank = run_dir / "blank.html"
+    blank.write_text("<!DOCTYPE html><title>blank</title>")
+    done = subprocess.run([sys.executable, "-c", PAGE_LOAD, str(ROOT), str(report / "index.html"), str(blank)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        return out | {"load": f"not measured: {done.stderr.strip().splitlines()[-1:]}"}
+    page_ms, blank_ms, bad, bars, markers = done.stdout.split()
+    return out | {"load_ms": round(float(page_ms)), "blank_load_ms": round(float(blank_ms)),
+                  "console_errors_or_requests": int(bad), "bars": int(bars), "markers": int(markers)}  # fmt: skip
+
+
 def generate_in_child(run_dir: Path, turns: int) -> None:
     """benchmarks/scalegen.py in a process of its own (this one stays small: see LAUNCHER)."""
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -225,9 +269,19 @@ def markdown(result: dict[str, Any]) -> str:
             f"| `orchestrate {arm}` (rc {row['rc']}) | {row['wall_s']} | {row['wall_max_s']} | {row['peak_rss_mb']} | "
             f"{row['over_parse_floor']} | {row['over_io_floor']} | {goal} |"
         )
+    page = result["page"]
+    load = page.get("load")
+    if "load_ms" in page:
+        load = (f"headless chromium loads it in {page['load_ms']} ms (median of 3; a blank page: "
+                f"{page['blank_load_ms']} ms), {page['bars']} bars and {page['markers']} markers drawn, "
+                f"{page['console_errors_or_requests']} console errors or requests")  # fmt: skip
     lines += [
         "",
         "The commands run as subprocesses (interpreter start and imports included) over a warm page cache.",
+        "",
+        f"The report's page ({page['cells']:,} cells): index.html {page['index_mb']} MiB; "
+        f"{page['cell_pages']} drill-down pages, "
+        f"{page['cell_pages_mb']} MiB, {page['drilldown_rows']:,} turn rows in all; {load}.",
         "",
         f"## The full-record reader ({full['turn_records']:,} records)",
         "",
@@ -256,6 +310,7 @@ def main() -> int:
         "goals": GOALS,
         "bootstrap": bench_bootstrap(),
         "run": bench_run(run_dir),
+        "page": bench_page(run_dir),
         "full_reader": bench_full_reader(args.workdir),
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,8 @@ class PageVisit:
 
     @property
     def foreign_requests(self) -> list[str]:
-        return [url for url in self.requests if url != self.url]
+        """Every request but the page's own (a #fragment is no request)."""
+        return [url for url in self.requests if url != self.url.partition("#")[0]]
 
     @property
     def console_errors(self) -> list[str]:
@@ -64,11 +65,16 @@ def visit(page_path: Path, screenshot: Path | None = None, follow: int = 0) -> l
         browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         try:
             first = _open(browser, page_path.resolve().as_uri(), screenshot)
-            return [first] + [
-                _open(browser, (page_path.parent / href).resolve().as_uri(), None) for href in first.links[:follow]
-            ]
+            return [first] + [_open(browser, _href_url(page_path, href), None) for href in first.links[:follow]]
         finally:
             browser.close()
+
+
+def _href_url(page_path: Path, href: str) -> str:
+    """A relative link of the page as a file URL (its #fragment kept: it names a section, not a file)."""
+    path, _, fragment = href.partition("#")
+    url = (page_path.parent / path).resolve().as_uri()
+    return f"{url}#{fragment}" if fragment else url
 
 
 def _open(browser, url: str, screenshot: Path | None) -> PageVisit:  # type: ignore[no-untyped-def]

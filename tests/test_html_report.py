@@ -41,11 +41,20 @@ class Elements(HTMLParser):
         super().__init__()
         self.tags: list[tuple[str, dict[str, str | None]]] = []
         self.pre_text: list[str] = []
+        self.section: dict[int, str | None] = {}  # tag index -> the drill-down section (cell) it is in
         self._in_pre = 0
+        self._cell: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "section":
+            self._cell = dict(attrs).get("data-cell")
+        self.section[len(self.tags)] = self._cell
         self.tags.append((tag, dict(attrs)))
         self._in_pre += tag == "pre"
+
+    def in_section(self, cell_id: str, tag: str, cls: str) -> list[dict[str, str | None]]:
+        return [a for i, (t, a) in enumerate(self.tags)
+                if t == tag and cls in (a.get("class") or "").split() and self.section[i] == cell_id]  # fmt: skip
 
     def handle_endtag(self, tag: str) -> None:
         self._in_pre -= tag == "pre"
@@ -59,9 +68,12 @@ class Elements(HTMLParser):
 
 
 def page_of(run: Path, cell_id: str) -> Path:
-    """A cell's drill-down page, by its position in the long table (the pages' order)."""
-    order = pd.read_csv(run / "report" / "cells_long.csv")["cell_id"].tolist()
-    return run / "report" / drilldown.cell_page_name(order.index(cell_id), cell_id)
+    """The drill-down page holding a cell's section, as the grid links it."""
+    html = (run / "report" / "index.html").read_text(encoding="utf-8")
+    drawn = r'<(?:svg class="bar"|span class="marker [a-z_]+")'
+    href = re.search(rf'<a href="([^"#]+)#c\d+">{drawn} data-cell="{re.escape(cell_id)}"', html)
+    assert href, f"no grid link to {cell_id}"
+    return run / "report" / href.group(1)
 
 
 def parsed(path: Path) -> Elements:
@@ -166,24 +178,29 @@ def test_drilldown_shows_whole_seeds_within_the_budget(tmp_path: Path, monkeypat
     records = [json.loads(line) for line in (run / "turns.jsonl").read_text(encoding="utf-8").splitlines()]
     cell = "llamacpp-jinja__qwen2.5-coder-0.5b-instruct__native_hint"
     page = page_of(run, cell)
-    rows = parsed(page).having("tr", "turn")
+    rows = parsed(page).in_section(cell, "tr", "turn")
     mine = sorted((r for r in records if r["cell_id"] == cell), key=lambda r: r["seed"])
     seeds = sorted({r["seed"] for r in mine})
     first_seed = [r for r in mine if r["seed"] == seeds[0]]
     # The budget (2 rows a cell) holds less than one seed here: the first seed is shown whole, no more.
     assert len(rows) == len(first_seed) > 2
-    assert f"shown:\nthe first 1 seeds ({len(first_seed)} records)" in page.read_text(encoding="utf-8")
+    section = page.read_text(encoding="utf-8").split(f'data-cell="{cell}"')[1].split("</section>")[0]
+    assert f"shown:\nthe first 1 seeds ({len(first_seed)} records)" in section
     in_order = sorted(first_seed, key=lambda r: (r.get("seed_attempt", 0), r["turn"]))
     assert [row["data-outcome"] for row in rows] == [r["outcome"] for r in in_order]
 
 
 def test_a_second_report_leaves_no_stale_pages(tmp_path: Path) -> None:
     run = reported(CPU, tmp_path)
-    stale = run / "report" / "cells" / "9999-gone.html"
+    stale = run / "report" / "cells" / "9999.html"
     stale.write_text("old")
     write_report(RunStore(run))
     assert not stale.exists()
-    assert len(list((run / "report" / "cells").glob("*.html"))) == len(list((run / "cells").glob("*.json")))
+    n_cells = len(list((run / "cells").glob("*.json")))
+    pages = sorted((run / "report" / "cells").glob("*.html"))
+    assert len(pages) == -(-n_cells // drilldown.PAGE_CELLS) == 2  # 32 cells, 25 a page
+    sections = [a["data-cell"] for page in pages for t, a in parsed(page).tags if t == "section"]
+    assert sorted(sections) == sorted(p.stem for p in (run / "cells").glob("*.json"))
 
 
 def test_a_thousand_cell_page_stays_small(tmp_path: Path) -> None:

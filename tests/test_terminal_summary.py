@@ -50,3 +50,18 @@ def test_a_table_that_fits_is_printed_whole(tmp_path: Path) -> None:
     table = "\n".join(lines)
     assert all(text in table for text in long["text"])  # each figure on one line: nothing folded
     assert lines[-1] == f"open: {run / 'report' / 'index.html'}"
+
+
+@pytest.mark.parametrize("run", committed_runs(), ids=lambda p: p.name)
+def test_the_width_estimate_is_what_rich_draws(run: Path) -> None:
+    """The summary decides from the frame's text (measuring a rich table of thousands of cells takes seconds):
+    the estimate must be the width rich gives the table unsqueezed."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    from orchestrator.analysis.views import natural_width, wide_view
+
+    wide = pd.read_csv(run / "report" / "cells_wide.csv", index_col=0)
+    console = Console(width=100)
+    drawn = Measurement.get(console, console.options.update_width(1 << 20), wide_view(wide, run.name)).maximum
+    assert natural_width(wide) == drawn

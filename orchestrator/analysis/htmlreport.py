@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 import pandas as pd
 
-from orchestrator.analysis.drilldown import DrillDown, cell_page_name, drill_down, write_cell_pages
+from orchestrator.analysis.drilldown import Header, first_refusals
 from orchestrator.analysis.gridcolumns import column_labels
 from orchestrator.core.stats import (
     DEGENERATE_MAX_SEQUENCES,
@@ -142,11 +142,12 @@ def grid_cells(
     for row, label in zip(long.to_dict("records"), column_labels(long), strict=True):
         cell_id = row["cell_id"]
         turns = counted.get(cell_id, [])
-        outcomes = Counter(map(itemgetter("outcome"), turns))
+        outcomes = stats[cell_id].outcome_counts if cell_id in stats else Counter(map(itemgetter("outcome"), turns))
         marker = _marker(row)
+        composition = [(o.value, outcomes.get(o.value, 0)) for o in Outcome]
         grid = GridCell(cell_id, label, pages[cell_id], str(row.get("text") or ""),
                         _hover(row, cells.get(cell_id, {}), refusals.get(cell_id)), marker=marker,
-                        composition=[(o.value, outcomes[o.value]) for o in Outcome], n_turns=len(turns))  # fmt: skip
+                        composition=composition, n_turns=len(turns))  # fmt: skip
         if marker is None:  # the flags qualify a figure: a cell without one has none to qualify
             grid.flags = [name for name in FLAG_NAMES if row.get(name) is True]
             grid.mean, grid.low, grid.high = (float(row[k]) for k in ("per_seed_mean", "ci_low", "ci_high"))
@@ -245,35 +246,34 @@ class Page:
     damage: list[str]
 
 
-def write_html(page: Page, drill: DrillDown, out: Path) -> list[Path]:
-    """index.html and cells/*.html into `out` (the report's staging folder)."""
-    written = write_cell_pages(drill, out)
+def write_index(page: Page, out: Path) -> list[Path]:
+    """index.html into `out` (the report's staging folder)."""
     html = _ENV.get_template("index.html.j2").render(
         page=page, eligible=ELIGIBLE, outside=OUTSIDE, model_fields=MODEL_FIELDS, legend=LEGEND
     )
     (out / INDEX).write_text(html, encoding="utf-8")
-    return [out / INDEX, *written]
+    return [out / INDEX]
 
 
-def page_names(long: pd.DataFrame) -> dict[str, str]:
-    return {cell_id: cell_page_name(index, cell_id) for index, cell_id in enumerate(long["cell_id"])}
+def page_headers(long: pd.DataFrame) -> dict[str, Header]:
+    """Each drill-down page's header: the cell's figure (the wide table's text) and its config fields."""
+    fields = [f for f in (*CONFIG_FIELDS, *MODEL_FIELDS, "status", "probe_verdict") if f in long]
+    return {
+        row["cell_id"]: (str(row.get("text") or ""), [(f, "—" if _is_missing(row[f]) else str(row[f])) for f in fields])
+        for row in long.to_dict("records")
+    }
 
 
 def build_page(
     store: RunStore, run: RunTurns, long: pd.DataFrame, order: list[str], frames: list[tuple[str, pd.DataFrame]],
-    stats: dict[str, CellStats],
-) -> tuple[Page, DrillDown]:  # fmt: skip
-    """The page and the drill-down of a run from the report's tables (`order`: the grid's columns, as the wide
-    table orders them; `frames`: titled request-axis tables)."""
+    stats: dict[str, CellStats], pages: dict[str, str],
+) -> Page:  # fmt: skip
+    """index.html's content from the report's tables (`order`: the grid's columns, as the wide table orders
+    them; `frames`: titled request-axis tables; `pages`: each cell's drill-down page)."""
     records = long.to_dict("records")
-    ids = [row["cell_id"] for row in records]
-    texts = {row["cell_id"]: str(row.get("text") or "") for row in records}
-    fields = [f for f in (*CONFIG_FIELDS, *MODEL_FIELDS, "status", "probe_verdict") if f in long]
-    configs = {row["cell_id"]: [(f, "—" if _is_missing(row[f]) else str(row[f])) for f in fields] for row in records}
     refused = {row["cell_id"] for row in records if row.get("n_rejected")}
-    drill = drill_down(store, ids, run.by_cell, texts, configs, refused)
-    pages = {page.cell_id: page.name for page in drill.pages}
-    cells = grid_cells(long, run.cells, run.counted, drill.refusals, pages, stats)
+    refusals = first_refusals(store, [row["cell_id"] for row in records], run.by_cell, refused)
+    cells = grid_cells(long, run.cells, run.counted, refusals, pages, stats)
     columns, rows = grid_layout(long, order)
     matrix = store.manifest().get("matrix") or {}
     settings = run.settings
@@ -281,7 +281,6 @@ def build_page(
     summary = (f"{len(records)} cells, {n_turns} turn records · {settings.confidence:.0%} bootstrap interval over "
                f"seeds ({settings.resamples} resamples, rng seed {settings.rng_seed})")  # fmt: skip
     sections = [frame_section(title, frame) for title, frame in frames if not frame.empty]
-    page = Page(store.run_id, f"toolcall-matrix · {matrix.get('name') or store.run_id}", summary, columns, rows,
+    return Page(store.run_id, f"toolcall-matrix · {matrix.get('name') or store.run_id}", summary, columns, rows,
                 cells, config_table(long, order), model_table(long), sections + file_sections(store.dir / "report"),
                 [str(d) for d in store.damage])  # fmt: skip
-    return page, drill

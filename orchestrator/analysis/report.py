@@ -9,17 +9,19 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain
-from operator import methodcaller
+from operator import is_not, itemgetter, methodcaller
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis.drilldown import PAGES_DIR
-from orchestrator.analysis.gridcolumns import column_labels, column_order
-from orchestrator.analysis.htmlreport import build_page, write_html
+from orchestrator.analysis.drilldown import PAGES_DIR, cell_href, fill_rows, plan_pages, write_cell_pages
+from orchestrator.analysis.gridcolumns import column_labels, column_order, markdown_table
+from orchestrator.analysis.htmlreport import build_page, page_headers, write_index
 from orchestrator.analysis.parallel import write_parallel_report
 from orchestrator.analysis.reclassify import reclassify
 from orchestrator.analysis.requestaxes import constraint_table, divergence_markers, stream_pairs, stream_timing
@@ -94,6 +96,9 @@ def _text(row: dict[str, Any]) -> str:
     return f"{mean} [{low},{high}] n{row['n_eligible_turns']}{markers}"
 
 
+SERVER_DIED = SeedEnd.SERVER_DIED.value
+
+
 def _get(key: str) -> Callable[[dict[str, Any]], Any]:
     return methodcaller("get", key)
 
@@ -107,7 +112,9 @@ def detail_counts(counted: list[dict[str, Any]]) -> Counter[str]:
     return details
 
 
-def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) -> dict[str, Any]:
+def seed_counts(
+    all_turns: list[dict[str, Any]], counted: list[dict[str, Any]], details: Counter[str]
+) -> dict[str, Any]:
     """How a cell's seeds ended and what its turns carried beside their outcome. Task success is over seeds
     the model could carry to an end (UNRAN_SEED_ENDS: refused, context overflow, retries out, server died)."""
     # Each field read once per record, in C (map/filter over methodcaller), and counted by distinct value (a
@@ -116,7 +123,6 @@ def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) 
     ends = [t["end"] for t in ended]
     ran = [bool(t.get("task_success")) for t in ended if t["end"] not in UNRAN_SEED_ENDS]
     flags = Counter(chain.from_iterable(filter(None, map(_get("flags"), counted))))
-    details = detail_counts(counted)
     versions = {str(version) for version in set(map(_get("stack_version"), counted)) if version}
 
     def n_details(match: Callable[[str], bool]) -> int:
@@ -130,7 +136,7 @@ def seed_counts(all_turns: list[dict[str, Any]], counted: list[dict[str, Any]]) 
         "seeds_capped": ends.count(SeedEnd.TURN_CAP),
         "seeds_looping": ends.count(SeedEnd.LOOP),
         "seeds_context_overflow": ends.count(SeedEnd.CONTEXT_OVERFLOW),
-        "seeds_server_died": len({t["seed"] for t in all_turns if t.get("end") == SeedEnd.SERVER_DIED}),
+        "seeds_server_died": len({t["seed"] for t in filter(_get("end"), all_turns) if t["end"] == SERVER_DIED}),
         "seeds_template_error": ends.count(SeedEnd.TEMPLATE_ERROR),
         "task_success": (sum(ran) / len(ran)) if ran else None,
         "n_empty": n_details(lambda d: d.startswith("empty:")),  # n_reasoning_only is a part of it
@@ -154,7 +160,7 @@ def format_counts(counted: list[dict[str, Any]], tools_mode: str | None) -> dict
     turn held a text call) and, where the prompt asks for one (hint modes: JSON), how many turns wrote another
     (`n_format_off_request`; None in native, whose prompt asks for none). A record without `call_format` (older
     than the field) counts as no text call."""
-    seen = Counter(t["call_format"] for t in counted if t.get("call_format"))
+    seen = Counter(filter(None, map(_get("call_format"), counted)))
     requested = mode_of(tools_mode).requested_format if tools_mode else None
     ranked = sorted(seen.items(), key=lambda item: (-item[1], item[0]))
     return {
@@ -185,11 +191,29 @@ class RunTurns:
     counted: dict[str, list[dict[str, Any]]]  # the records that count (no superseded runs)
 
 
+def cell_order(run: RunTurns) -> list[str]:
+    """The cells in run order (the long table's rows, the drill-down pages' numbering)."""
+    return [cell_id for cell_id, _cell in sorted(run.cells.items(), key=lambda item: item[1].get("order", 0))]
+
+
+def cell_counts(run: RunTurns, cell_id: str) -> dict[str, Any]:
+    """What a cell's records came to beside its statistics: how seeds ended, call formats, streams and
+    constraints (the long table's count columns; no bootstrap)."""
+    all_turns, counted = run.by_cell.get(cell_id, []), run.counted.get(cell_id, [])
+    details = detail_counts(counted)  # how many counted turns carried each detail
+    return {
+        **seed_counts(all_turns, counted, details),
+        **format_counts(counted, run.cells[cell_id].get("tools_mode")),
+        **request_counts(counted, details),
+    }
+
+
 def cell_statistics(run: RunTurns) -> dict[str, CellStats]:
     """Every cell's statistics from its counted turns, the bootstrap intervals drawn in one batch."""
     ids = list(run.cells)
+    seed, outcome, turn = itemgetter("seed"), itemgetter("outcome"), itemgetter("turn")
     inputs = [
-        ([t["seed"] for t in counted], [t["outcome"] for t in counted], [t["turn"] for t in counted])
+        (list(map(seed, counted)), list(map(outcome, counted)), list(map(turn, counted)))
         for counted in (run.counted.get(cell_id, []) for cell_id in ids)
     ]
     return dict(zip(ids, cells_stats(inputs, run.settings), strict=True))
@@ -197,25 +221,21 @@ def cell_statistics(run: RunTurns) -> dict[str, CellStats]:
 
 def long_table(
     store: RunStore, *, do_reclassify: bool = False, run: RunTurns | None = None, pairs: pd.DataFrame | None = None,
-    stats_by_cell: dict[str, CellStats] | None = None,
+    stats_by_cell: dict[str, CellStats] | None = None, counts_by_cell: dict[str, dict[str, Any]] | None = None,
 ) -> pd.DataFrame:  # fmt: skip
     run = run or load_run(store, do_reclassify=do_reclassify)
     pairs = stream_pairs(run.cells, run.counted, run.settings) if pairs is None else pairs
     markers = divergence_markers(pairs)
     rows = []
-    ordered = sorted(run.cells.items(), key=lambda item: item[1].get("order", 0))
+    ordered = [(cell_id, run.cells[cell_id]) for cell_id in cell_order(run)]
     stats_by_cell = cell_statistics(run) if stats_by_cell is None else stats_by_cell
     for cell_id, cell in ordered:
         stats = stats_by_cell[cell_id]
-        all_turns = run.by_cell.get(cell_id, [])
-        counted = run.counted.get(cell_id, [])
         row = {"cell_id": cell_id, **{c: cell.get(c) for c in CONFIG_COLUMNS}, **stats.model_dump()}
         row["status"] = cell.get("status") if cell.get("status") != CellStatus.COMPLETE else stats.status
         row["cell_status"] = cell.get("status")
         row["launches"] = len(cell.get("launches") or [])
-        row.update(seed_counts(all_turns, counted))
-        row.update(format_counts(counted, cell.get("tools_mode")))
-        row.update(request_counts(counted))
+        row.update(counts_by_cell[cell_id] if counts_by_cell else cell_counts(run, cell_id))
         row["probe_verdict"] = (cell.get("probe") or {}).get("verdict")
         for key in ("tool_flags", "argv", "image_repo_digests", "tools_sha256", "decoding"):
             row[key] = None if row[key] is None else str(row[key])
@@ -228,12 +248,11 @@ def long_table(
     return frame
 
 
-def request_counts(counted: list[dict[str, Any]]) -> dict[str, Any]:
+def request_counts(counted: list[dict[str, Any]], details: Counter[str]) -> dict[str, Any]:
     """What a cell's streamed turns and constraints came to: streams cut (truncated, stalled, past the
     deadline), the median time to first token and tokens per second, and the share of judged turns that kept
     to tool_choice / parallel_tool_calls (None where nothing was asked)."""
-    details = detail_counts(counted)
-    judged = [value for value in map(_get("constraint_honoured"), counted) if value is not None]
+    judged = list(filter(partial(is_not, None), map(_get("constraint_honoured"), counted)))
     return {
         "n_stream_cut": sum(n for detail, n in details.items() if detail.startswith("transport:stream_")),
         **stream_timing(counted),
@@ -266,17 +285,18 @@ def wide_table(long: pd.DataFrame) -> pd.DataFrame:
 
 
 def paper_tables(long: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Per stack config, a table with the columns of the paper's results/serving_modes.csv."""
+    """Per stack config (sorted), a table with the columns of the paper's results/serving_modes.csv: one row per
+    model (in run order), each mode's first cell (one per model and mode, unless later axes split it)."""
+    firsts: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for record in long.to_dict("records"):  # one pass: a thousand-cell run has hundreds of (config, model) groups
+        by_model = firsts.setdefault(str(record["stack_label"]), {})
+        by_model.setdefault(record["model"], {}).setdefault(record["tools_mode"], record)
+    columns = ["model"] + [f"{p}_{f}" for p in PAPER_MODES.values() for f in PAPER_FIELDS]
     tables = {}
-    fields = ["stack_label", "model", "tools_mode", "per_seed_mean", "ci_low", "ci_high", "pooled",
-              "n_eligible_turns", "n_rejected", "n_seeds"]  # fmt: skip
-    for label, group in long[fields].groupby("stack_label"):
+    for label in sorted(firsts):
         rows = []
-        for model, cells in group.groupby("model", sort=False):
+        for model, first in firsts[label].items():
             row: dict[str, Any] = {"model": model}
-            first = {}  # each mode's first cell (one per model and mode, unless later axes split it)
-            for record in cells.to_dict("records"):
-                first.setdefault(record["tools_mode"], record)
             for mode, prefix in PAPER_MODES.items():
                 values = first.get(mode, {})
                 row[f"{prefix}_seed"] = values.get("per_seed_mean")
@@ -287,8 +307,7 @@ def paper_tables(long: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 row[f"{prefix}_rej"] = values.get("n_rejected")
                 row[f"{prefix}_n_seeds"] = values.get("n_seeds")
             rows.append(row)
-        columns = ["model"] + [f"{p}_{f}" for p in PAPER_MODES.values() for f in PAPER_FIELDS]
-        tables[str(label)] = pd.DataFrame(rows, columns=columns)
+        tables[label] = pd.DataFrame(rows, columns=columns)
     return tables
 
 
@@ -298,22 +317,11 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
     A run read in recover mode with damage gets report/DAMAGE.md listing it (and its damaged cells marked
     `cell_damaged` in the tables); a clean report removes a DAMAGE.md left from an earlier one."""
     run = load_run(store, do_reclassify=do_reclassify)
-    pairs = stream_pairs(run.cells, run.counted, run.settings)  # bootstrapped once: the long table's markers too
-    stats = cell_statistics(run)
-    long = long_table(store, run=run, pairs=pairs, stats_by_cell=stats)
-    if not long.empty and "cell_status" in long:
-        damaged = long["cell_status"] == DAMAGED_STATUS
-        long.loc[damaged, "text"] = long.loc[damaged, "text"] + " cell_damaged"
-    wide = wide_table(long)
     out = store.dir / "report"
     out.mkdir(exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".report-", dir=store.dir))
     try:
-        constraints = constraint_table(run.cells, run.counted, run.settings)
-        staged = _write_tables(store, run, long, wide, [("stream_pairs", pairs), ("constraints", constraints)], staging)
-        frames = [("Stream vs non-stream", pairs), ("tool_choice / parallel_tool_calls kept", constraints)]
-        page, drill = build_page(store, run, long, column_order(long), frames, stats)
-        staged += write_html(page, drill, staging)
+        long, wide, staged = _write_tables(store, run, staging)
         staged += _write_damage(store, staging)
         written = _publish(staging, staged, out)
     finally:
@@ -323,19 +331,32 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
     return long, wide, written
 
 
-def _write_tables(
-    store: RunStore, run: RunTurns, long: pd.DataFrame, wide: pd.DataFrame,
-    sections: list[tuple[str, pd.DataFrame]], out: Path,
-) -> list[Path]:  # fmt: skip
+def _write_tables(store: RunStore, run: RunTurns, out: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
+    """Statistics, tables, the page and its drill-down pages into `out` (the staging folder)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The bootstrap runs in numpy, mostly outside the GIL: on the other core while this thread reads and
+        # renders the drill-down's turns (pure Python). The same figures either way, only sooner.
+        statistics = pool.submit(cell_statistics, run)
+        pages = plan_pages(cell_order(run), run.by_cell)
+        fill_rows(store, pages)
+        counts = {cell_id: cell_counts(run, cell_id) for cell_id in run.cells}
+        stats = statistics.result()
+    pairs = stream_pairs(run.cells, run.counted, run.settings)  # bootstrapped once: the long table's markers too
+    long = long_table(store, run=run, pairs=pairs, stats_by_cell=stats, counts_by_cell=counts)
+    if not long.empty and "cell_status" in long:
+        damaged = long["cell_status"] == DAMAGED_STATUS
+        long.loc[damaged, "text"] = long.loc[damaged, "text"] + " cell_damaged"
+    wide = wide_table(long)
+    constraints = constraint_table(run.cells, run.counted, run.settings)
     written = []
     tables: list[tuple[str, pd.DataFrame, bool]] = [("cells_long", long, False), ("cells_wide", wide, True)]
     # Request-semantics sections, written only where the run has them (a run without those axes has none).
-    tables += [(name, frame, False) for name, frame in sections if not frame.empty]
+    tables += [(name, frame, False) for name, frame in (("stream_pairs", pairs), ("constraints", constraints))
+               if not frame.empty]  # fmt: skip
     for name, frame, index in tables:
         frame.to_csv(out / f"{name}.csv", index=index)
         frame.to_parquet(out / f"{name}.parquet", index=index)
-        # No number sniffing: values print as they are (tabulate's per-value parse was 0.6 s at 1,000 cells).
-        (out / f"{name}.md").write_text(frame.to_markdown(index=index, disable_numparse=True) + "\n")
+        (out / f"{name}.md").write_text(markdown_table(frame, index=index))
         written += [out / f"{name}.{ext}" for ext in ("csv", "parquet", "md")]
 
     for label, table in paper_tables(long).items():
@@ -343,7 +364,11 @@ def _write_tables(
         table.to_csv(path, index=False)
         written.append(path)
     written += write_parallel_report(store, [t for turns in run.by_cell.values() for t in turns], out)
-    return written
+    written += write_cell_pages(store.run_id, pages, page_headers(long), out)
+    frames = [("Stream vs non-stream", pairs), ("tool_choice / parallel_tool_calls kept", constraints)]
+    names = {page.cell_id: cell_href(page) for page in pages}
+    written += write_index(build_page(store, run, long, column_order(long), frames, stats, names), out)
+    return long, wide, written
 
 
 def _write_damage(store: RunStore, out: Path) -> list[Path]:
@@ -360,6 +385,8 @@ def _write_damage(store: RunStore, out: Path) -> list[Path]:
 def _publish(staging: Path, staged: list[Path], out: Path) -> list[Path]:
     """Flush every staged file to disk, then rename each into report/ (renames within one filesystem)."""
     for path in staged:
+        if path.parent.name == PAGES_DIR:
+            continue  # the drill-down pages: a view of turns.jsonl, rewritten by any report (2,000 fsyncs: 0.4 s)
         with path.open("rb+") as handle:
             os.fsync(handle.fileno())
     final = [out / path.relative_to(staging) for path in staged]

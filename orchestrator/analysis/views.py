@@ -10,7 +10,6 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 from rich.markup import escape
-from rich.measure import Measurement
 from rich.table import Table
 
 STATS_COLUMNS = ("stack", "model", "mode", "per-seed", "95% CI", "pooled", "seeds", "sequences")
@@ -79,10 +78,15 @@ def wide_view(wide: pd.DataFrame, run_name: str) -> Table:
     return view
 
 
-def fits(console: Console, table: Table) -> bool:
-    """The table at its natural width (no column squeezed) fits the console."""
-    natural = Measurement.get(console, console.options.update_width(1 << 20), table).maximum  # unconstrained
-    return natural <= console.width
+def natural_width(wide: pd.DataFrame) -> int:
+    """The width the wide view takes unsqueezed (rich's default table: a space each side of a cell, a border
+    between and around the columns), from the frame's text: measuring the rich table itself takes seconds at
+    thousands of cells."""
+    widths = [max([len("model"), *(len(str(m)) for m in wide.index)])]
+    for column in wide.columns:
+        header = max(len(part) for part in str(column).split(" | "))
+        widths.append(max([header, *(len(str(v)) for v in wide[column])]))
+    return sum(widths) + 2 * len(widths) + len(widths) + 1
 
 
 def cell_lines(long: pd.DataFrame) -> list[str]:
@@ -104,12 +108,9 @@ def run_summary(console: Console, long: pd.DataFrame, wide: pd.DataFrame, run_na
     always the page to open."""
     if long.empty:
         console.print("(no cells)", highlight=False)
+    elif natural_width(wide) <= console.width:
+        console.print(wide_view(wide, escape(run_name)))
     else:
-        table = wide_view(wide, escape(run_name))
-        if fits(console, table):
-            console.print(table)
-        else:
-            console.print(f"per-seed fidelity % [95% CI] n eligible turns — {escape(run_name)}", highlight=False)
-            for line in cell_lines(long):
-                console.print(escape(line), highlight=False, soft_wrap=True)
+        title = f"per-seed fidelity % [95% CI] n eligible turns — {run_name}"
+        console.print("\n".join([title, *cell_lines(long)]), markup=False, emoji=False, highlight=False, soft_wrap=True)
     console.print(f"open: {escape(str(index))}", highlight=False, soft_wrap=True)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,11 +120,53 @@ class Chunk:
         return len(self.ends) + int(self.unended)
 
 
-def _newlines(data: bytes | memoryview) -> np.ndarray:
-    return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == NEWLINE)  # vectorised, no copy
+def _newlines(data: bytes, start: int, stop: int) -> np.ndarray:
+    """The offsets (from `start`) of every `\\n` in data[start:stop]: memchr, one call a line, is three times
+    quicker than comparing every byte in numpy for lines of a few KiB (the records' size)."""
+    found: list[int] = []
+    find, position = data.find, data.find(b"\n", start, stop)
+    while position >= 0:
+        found.append(position - start)
+        position = find(b"\n", position + 1, stop)
+    return np.asarray(found, dtype=np.intp)
 
 
 NEWLINE = ord("\n")
+
+
+def read_ahead(handle: BinaryIO) -> Iterator[bytes]:
+    """The file's READ_CHUNK-byte reads, each next one read by a thread while the caller decodes this one (a
+    read leaves the GIL: the copy from the page cache overlaps the decoding). At most two chunks are held; an
+    error reading is raised here, in the caller; a caller that stops early stops the thread."""
+    ready: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                chunk = handle.read(READ_CHUNK)
+                ready.put(chunk)
+                if not chunk:
+                    return
+        except BaseException as exc:  # handed to the caller, raised there
+            ready.put(exc)
+
+    thread = threading.Thread(target=reader, name="read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ready.get()
+            if isinstance(item, BaseException):
+                raise item
+            if not item:
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a reader waiting to put its last chunk
+            with contextlib.suppress(queue.Empty):
+                ready.get(timeout=0.05)
+        thread.join()
 
 
 def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk]:
@@ -131,7 +176,7 @@ def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk
     max_line = MAX_LINE_BYTES if max_line is None else max_line
     number, carried, position = 1, 0, handle.tell()
     pieces: list[bytes] = []  # a line that began in an earlier chunk, `carried` bytes of it so far
-    while chunk := handle.read(READ_CHUNK):
+    for chunk in read_ahead(handle):
         start, chunk_base = 0, position
         position += len(chunk)
         if carried:
@@ -149,7 +194,7 @@ def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk
         cut = chunk.rfind(b"\n") + 1
         if cut > start:
             body = memoryview(chunk)[start:cut]
-            ends = _newlines(body)
+            ends = _newlines(chunk, start, cut)
             if len(body) > max_line:  # only where a chunk is longer than a line may be: find the one at fault
                 for index, line in enumerate(bytes(body).split(b"\n")):
                     _check_length(len(line), number + index, max_line)

@@ -29,10 +29,13 @@ import os
 import platform
 import subprocess
 import sys
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
+from itertools import filterfalse, repeat
+from operator import methodcaller
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -142,10 +145,10 @@ def seed_states(records: list[dict[str, Any]]) -> dict[SeedKey, SeedState]:
 def counted_turns(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records statistics count: not superseded by a rerun, and not from a seed run whose server
     died under it (an aborted run is kept on disk, never counted)."""
-    died = {run_key(r) for r in records if r.get("end") == SeedEnd.SERVER_DIED}
-    if not died:  # the common case: no seed run to look up
-        return [r for r in records if not r.get("superseded")]
-    return [r for r in records if not r.get("superseded") and run_key(r) not in died]
+    # Filtered in C first (filter over methodcaller): most records carry no end and are not superseded.
+    died = {run_key(r) for r in filter(methodcaller("get", "end"), records) if r["end"] == SeedEnd.SERVER_DIED}
+    kept = list(filterfalse(methodcaller("get", "superseded"), records))
+    return kept if not died else [r for r in kept if run_key(r) not in died]
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -256,8 +259,10 @@ class RunStore:
         for batch in iter_file_batches(self.turns_path, decode, bulk):
             records += batch.records  # read in bulk: the view's types admit only known schema versions
             if view and batch.records:  # where each view's line is: read_records_at reads it whole later
-                for record, offset in zip(batch.records, batch.starts.tolist(), strict=True):
-                    record[OFFSET_KEY] = offset
+                starts = batch.starts.tolist()
+                if len(starts) != len(batch.records):  # a bulk read is one record a line, or none
+                    raise ValueError(f"{len(batch.records)} records for {len(starts)} lines")
+                deque(map(dict.__setitem__, batch.records, repeat(OFFSET_KEY), starts), maxlen=0)  # set in C
             for number, raw, record, unended in batch.lines:
                 if isinstance(record, LineError):
                     if unended:
@@ -277,12 +282,14 @@ class RunStore:
         decoded by `decode` (whole records by default): a report shows a few turns' raw answers without reading
         every record whole. A line that no longer decodes (the file changed since) is left out."""
         found: dict[int, dict[str, Any]] = {}
+        if not offsets or not self.turns_path.stat().st_size:
+            return found
+        # Read, not mapped: the pages of a mapped 2 GiB file would count in this process's resident memory.
         with self.turns_path.open("rb") as handle:
             for offset in sorted(set(offsets)):
                 handle.seek(offset)
-                line = handle.readline(MAX_LINE_BYTES + 1).rstrip(b"\n")
                 try:
-                    found[offset] = decode(line)
+                    found[offset] = decode(handle.readline(MAX_LINE_BYTES + 1).rstrip(b"\n"))
                 except (LineError, msgspec.DecodeError):
                     continue
         return found
