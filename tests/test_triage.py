@@ -94,15 +94,23 @@ def test_every_low_cell_of_the_cpu_run_gets_one_verdict() -> None:
     }
 
 
-def test_cli_json_is_one_strict_object_per_low_cell() -> None:
-    result = runner.invoke(app, ["triage", str(CPU_RUN), "--json"])
+def test_cli_json_is_one_strict_object_per_low_cell(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)  # triage writes report/triage.json and rewrites the page: never in the repository
+    result = runner.invoke(app, ["triage", str(run), "--json"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}")) for line in lines]
     assert len(rows) == len(verdicts(CPU_RUN))
     assert all({"cell_id", "verdict", "evidence", "summary"} <= set(row) for row in rows)
-    table = runner.invoke(app, ["triage", str(CPU_RUN)])
+    # The verdicts are saved and the report page shows them, one table row per low cell.
+    saved = json.loads((run / "report" / "triage.json").read_text())
+    assert [(r["cell_id"], r["verdict"]) for r in saved] == [(r["cell_id"], r["verdict"]) for r in rows]
+    page = (run / "report" / "index.html").read_text()
+    section = page.split('<h2 class="section">Triage verdicts</h2>')[1].split("</table>")[0]
+    assert section.count("<tr>") == len(rows) + 1 and all(r["cell_id"] in section for r in rows)
+    table = runner.invoke(app, ["triage", str(run)])
     assert table.exit_code == 0 and "parser_loss" in table.stdout
+    assert str(run / "report" / "index.html") in table.stdout.replace("\n", "")
 
 
 def test_a_higher_threshold_takes_in_more_cells() -> None:
@@ -252,7 +260,7 @@ def test_bad_input_is_one_clear_error(tmp_path: Path) -> None:
     (run / "turns.jsonl").write_text("\n".join(lines) + "\n")
     corrupt = runner.invoke(app, ["triage", str(run)])
     assert corrupt.exit_code == 2 and "turns.jsonl" in corrupt.output and "Traceback" not in corrupt.output
-    bad_threshold = runner.invoke(app, ["triage", str(CPU_RUN), "--threshold", "0"])
+    bad_threshold = runner.invoke(app, ["triage", str(copy_run(tmp_path / "b")), "--threshold", "0"])
     assert bad_threshold.exit_code == 2
 
 
