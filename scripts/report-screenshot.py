@@ -26,8 +26,8 @@ def main() -> int:
         print(f"error: {index}: no report page (run `orchestrate report {args.run_dir}`)", file=sys.stderr)
         return 2
     (seen,) = visit(index, screenshot=args.out)
-    print(f"{args.out}: {len(seen.bars)} bars, {len(seen.markers)} markers, load {seen.load_ms:.0f} ms, "
-          f"{len(seen.console_errors)} console errors, {len(seen.foreign_requests)} requests beyond the page")  # fmt: skip
+    problems = f"{len(seen.console_errors)} console errors, {len(seen.foreign_requests)} requests beyond the page"
+    print(f"{args.out}: {len(seen.bars)} bars, {len(seen.markers)} markers, load {seen.load_ms:.0f} ms, {problems}")
     return 1 if seen.console_errors or seen.foreign_requests else 0
 
 

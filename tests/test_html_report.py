@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,9 +16,9 @@ import pandas as pd
 import pytest
 
 from benchmarks.scalegen import generate
-from orchestrator.analysis import drilldown
+from orchestrator.analysis import drilldown, htmlreport
 from orchestrator.analysis.report import write_report
-from orchestrator.runner.store import RunStore
+from orchestrator.runner.store import RunStore, counted_turns
 from tests.browser import screenshot_dir, visit
 from tests.conftest import committed_runs
 
@@ -194,8 +195,10 @@ def test_a_second_report_leaves_no_stale_pages(tmp_path: Path) -> None:
     run = reported(CPU, tmp_path)
     stale = run / "report" / "cells" / "9999.html"
     stale.write_text("old")
+    retired = run / "report" / "cells_long.html"  # what an older version wrote: gone, never shown as current
+    retired.write_text("old")
     write_report(RunStore(run))
-    assert not stale.exists()
+    assert not stale.exists() and not retired.exists()
     n_cells = len(list((run / "cells").glob("*.json")))
     pages = sorted((run / "report" / "cells").glob("*.html"))
     assert len(pages) == -(-n_cells // drilldown.PAGE_CELLS) == 2  # 32 cells, 25 a page
@@ -234,3 +237,67 @@ def check_visit(seen, long: pd.DataFrame) -> None:  # type: ignore[no-untyped-de
     assert sorted(seen.bars) == sorted(defined)
     assert set(seen.markers) == set(long["cell_id"]) - defined
     assert all(seen.hovers[c] and c in seen.hovers[c] for c in long["cell_id"])
+
+
+def test_composition_bars_count_and_measure_the_counted_turns(tmp_path: Path) -> None:
+    run = reported(CPU, tmp_path)
+    records = [json.loads(line) for line in (run / "turns.jsonl").read_text(encoding="utf-8").splitlines()]
+    counted: dict[str, Counter[str]] = {}
+    for record in counted_turns(records):
+        counted.setdefault(record["cell_id"], Counter())[record["outcome"]] += 1
+    html = (run / "report" / "index.html").read_text(encoding="utf-8")
+    for cell_id, outcomes in counted.items():
+        svg = html[html.index(f'viewBox="0 0 300 14" data-cell="{cell_id}">') :]
+        svg = svg[: svg.index("</svg>")]
+        segment = r'class="o-([a-z_]+)" x="([\d.]+)" y="1" width="([\d.]+)".*?<title>\1: (\d+) of (\d+)</title>'
+        segments = re.findall(segment, svg)
+        total = sum(outcomes.values())
+        assert {name: int(n) for name, _x, _w, n, _t in segments} == {o: n for o, n in outcomes.items() if n}
+        assert all(int(t) == total for *_rest, t in segments)
+        for name, _x, width, n, _t in segments:  # each a share of the bar less the gap before the ineligible ones
+            assert float(width) == pytest.approx(292 * int(n) / total, abs=0.01), (cell_id, name)
+
+
+def test_config_highlight_is_exactly_the_fields_whose_values_differ(tmp_path: Path) -> None:
+    run = reported(CPU, tmp_path)
+    long = pd.read_csv(run / "report" / "cells_long.csv", dtype=str, keep_default_na=False)
+    long["column"] = long["stack_label"] + " | " + long["tools_mode"]
+    by_column = long.groupby("column")
+    as_set = lambda column: frozenset(x or "—" for x in column)  # noqa: E731
+    values = {field: by_column[field].agg(as_set) for field in htmlreport.CONFIG_FIELDS}
+    expected = {field for field, per_column in values.items() if per_column.nunique() > 1}
+    page = (run / "report" / "index.html").read_text(encoding="utf-8")
+    table = page[page.index('<table class="config">') : page.index("</table>", page.index('<table class="config">'))]
+    highlighted = set(re.findall(r'<tr class="differs"><th scope="row">([a-z_0-9]+)</th>', table))
+    assert highlighted == expected and {"tool_flags", "stack_version"} <= highlighted and "turn_cap" not in highlighted
+
+
+def test_rows_of_a_seed_run_whose_server_died_are_marked_uncounted(tmp_path: Path) -> None:
+    cell = "llamacpp-jinja__qwen2.5-coder-0.5b-instruct__native_hint"
+
+    def died(run: Path) -> None:
+        records = [json.loads(line) for line in (run / "turns.jsonl").read_text(encoding="utf-8").splitlines()]
+        last = max((i for i, r in enumerate(records) if r["cell_id"] == cell and r["seed"] == "ops-00"))
+        records[last]["end"] = "server_died"
+        (run / "turns.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+    run = reported(CPU, tmp_path, edit=died)
+    rows = parsed(page_of(run, cell)).in_section(cell, "tr", "turn")
+    records = [json.loads(line) for line in (run / "turns.jsonl").read_text(encoding="utf-8").splitlines()]
+    seed0 = [r for r in records if r["cell_id"] == cell and r["seed"] == "ops-00"]
+    marked = [row for row in rows if "uncounted" in (row.get("class") or "").split()]
+    assert len(marked) == len(seed0) > 0 and len(rows) > len(marked)
+
+
+def test_pages_hold_fewer_cells_when_their_rows_would_run_long(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drilldown, "PAGE_ROWS", 60)
+    run = reported(CPU, tmp_path)
+    pages = sorted((run / "report" / "cells").glob("*.html"))
+    sections = [parsed(page) for page in pages]
+    cells = [a["data-cell"] for elements in sections for t, a in elements.tags if t == "section"]
+    assert sorted(cells) == sorted(p.stem for p in (run / "cells").glob("*.json"))  # each cell once
+    assert len(pages) > 2  # 32 cells at 25 a page would be 2
+    for elements in sections:
+        in_page = sum(1 for t, a in elements.tags if t == "section")
+        rows = len(elements.having("tr", "turn"))
+        assert rows <= 60 or in_page == 1

@@ -541,3 +541,16 @@ def test_report_on_a_manifest_with_a_huge_bootstrap_is_one_error(tmp_path: Path)
                           text=True, timeout=120, cwd=REPO)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "resamples" in done.stderr
+
+
+def test_stats_reads_a_pipe_as_it_reads_a_file() -> None:
+    """A pipe has no position (`tell` fails on it): the chunked reader counts offsets from its start instead."""
+    import subprocess
+
+    turns = EXAMPLES[0] / "turns.jsonl"
+    command = [sys.executable, "-m", "orchestrator", "stats", "--json"]
+    from_file = subprocess.run([*command, str(turns)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    piped = subprocess.run([*command, "/dev/stdin"], input=turns.read_text(encoding="utf-8"), capture_output=True,
+                           text=True, timeout=120, cwd=REPO)  # fmt: skip  # `input`: a pipe, not a seekable file
+    assert from_file.returncode == 0 and piped.returncode == 0, piped.stderr
+    assert piped.stdout == from_file.stdout and len(piped.stdout.splitlines()) > 5

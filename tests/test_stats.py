@@ -230,3 +230,25 @@ def test_stats_command_reports_distinct_sequences(tmp_path: Path) -> None:
     assert (cell["n_seeds"], cell["n_distinct_sequences"], cell["degenerate_seeds"]) == (4, 1, True)
     table = run("stats", str(path), "--resamples", "200")
     assert table.returncode == 0 and "degenerate_seeds" in table.stdout
+
+
+def test_a_batch_of_cells_gives_each_cell_its_own_figures() -> None:
+    """`cells_stats` codes every cell's turns at once: a cell's figures, its per-seed fidelities (seed order) and
+    its outcome counts are what it gets alone, whatever cells stand beside it (empty ones included)."""
+    from orchestrator.core.stats import cells_stats
+
+    first = (["b", "a", "a", "b", "c"], ["valid_call", "no_call_prose", "valid_call", "rejected_request",
+                                         "non_response"], [0, 0, 1, 1, 0])  # fmt: skip
+    second = (["s1", "s1", "s2"], ["hallucinated_call", "valid_call", "valid_call"], None)
+    empty: tuple[list[str], list[str], None] = ([], [], None)
+    settings = BootstrapSettings(resamples=500)
+    batch = cells_stats([first, empty, second], settings)
+    alone = [cell_stats(seeds, outcomes, settings, turns=turns) for seeds, outcomes, turns in (first, empty, second)]
+    assert [s.model_dump() for s in batch] == [s.model_dump() for s in alone]
+    # a: 1 of 2 eligible; b: 1 of 1 (its rejected turn is not eligible); c: no eligible turn, no fidelity.
+    assert batch[0].seed_fidelities == (0.5, 1.0)
+    assert batch[2].seed_fidelities == (0.5, 1.0) and batch[1].seed_fidelities == ()
+    assert batch[0].outcome_counts == {"valid_call": 2, "hallucinated_call": 0, "unparseable_text": 0,
+                                       "no_call_prose": 1, "rejected_request": 1, "non_response": 1}  # fmt: skip
+    assert batch[2].outcome_counts["hallucinated_call"] == 1 and batch[2].outcome_counts["valid_call"] == 2
+    assert sum(batch[1].outcome_counts.values()) == 0 and batch[1].status == "undefined"

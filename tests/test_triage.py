@@ -102,15 +102,24 @@ def test_cli_json_is_one_strict_object_per_low_cell(tmp_path: Path) -> None:
     rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}")) for line in lines]
     assert len(rows) == len(verdicts(CPU_RUN))
     assert all({"cell_id", "verdict", "evidence", "summary"} <= set(row) for row in rows)
-    # The verdicts are saved and the report page shows them, one table row per low cell.
+    # The verdicts are saved (nothing else in the run is touched) and the next report shows them on its page.
     saved = json.loads((run / "report" / "triage.json").read_text())
-    assert [(r["cell_id"], r["verdict"]) for r in saved] == [(r["cell_id"], r["verdict"]) for r in rows]
+    assert saved["turns_bytes"] == (run / "turns.jsonl").stat().st_size
+    assert [(r["cell_id"], r["verdict"]) for r in saved["rows"]] == [(r["cell_id"], r["verdict"]) for r in rows]
+    assert sorted(p.name for p in (run / "report").iterdir()) == ["triage.json"]
+    assert runner.invoke(app, ["report", str(run)]).exit_code == 0
     page = (run / "report" / "index.html").read_text()
     section = page.split('<h2 class="section">Triage verdicts</h2>')[1].split("</table>")[0]
     assert section.count("<tr>") == len(rows) + 1 and all(r["cell_id"] in section for r in rows)
+    assert "stale" not in section
+    # Once the run changes (a resume appended records), the page says the verdicts are stale.
+    with (run / "turns.jsonl").open("a") as turns:
+        turns.write((run / "turns.jsonl").read_text().splitlines()[0] + "\n")
+    assert runner.invoke(app, ["report", str(run)]).exit_code == 0
+    page = (run / "report" / "index.html").read_text()
+    assert "stale: the run changed after triage.json was written" in page.split("Triage verdicts</h2>")[1][:300]
     table = runner.invoke(app, ["triage", str(run)])
-    assert table.exit_code == 0 and "parser_loss" in table.stdout
-    assert str(run / "report" / "index.html") in table.stdout.replace("\n", "")
+    assert table.exit_code == 0 and "parser_loss" in table.stdout and "triage.json" in table.stdout
 
 
 def test_a_higher_threshold_takes_in_more_cells() -> None:

@@ -32,12 +32,17 @@ ROW_BUDGET = 10_000  # turns shown across all of a run's pages
 MIN_ROWS = 20  # a cell's page shows at least this many turns (whole seeds) when it has them
 RAW_CHARS = 2_000  # per raw field and turn
 PAGES_DIR = "cells"
-PAGE_CELLS = 25  # cell sections a drill-down page holds
+PAGE_CELLS = 25  # cell sections a drill-down page holds at most
+PAGE_ROWS = 1_000  # and turn rows (a page of fewer cells with long seeds stays a few MB)
+CELL_ROWS = 1_000  # a section's share of ROW_BUDGET is capped (a run of a few cells would show thousands)
 
 
 class DrillFields(TypedDict):
     """What a drill-down row needs beyond the view, read from the turn's own line."""
 
+    cell_id: NotRequired[Any]  # these three: the line read is the view's own (checked, never assumed)
+    seed: NotRequired[Any]
+    turn: NotRequired[Any]
     attempt: NotRequired[Any]
     http_status: NotRequired[Any]
     latency_s: NotRequired[Any]
@@ -62,6 +67,7 @@ class CellPage:
     n_turns: int
     n_seeds: int
     seeds_shown: int
+    counted_ids: set[int] = field(default_factory=set)  # id() of the shown records that statistics count
     rows: list[Markup] = field(default_factory=list)  # `shown` rendered (fill_rows)
     rows_html: Markup = field(default_factory=Markup)
     text: str = ""  # the cell's figure, as the wide table writes it
@@ -69,11 +75,6 @@ class CellPage:
 
 
 Header = tuple[str, list[tuple[str, str]]]  # a page's figure and config fields, known once the statistics are
-
-
-def cell_page_name(index: int) -> str:
-    """The page (relative to report/) that holds the section of the `index`-th cell."""
-    return f"{PAGES_DIR}/{index // PAGE_CELLS:04d}.html"
 
 
 def cell_href(page: CellPage) -> str:
@@ -110,7 +111,7 @@ def _cut(value: Any) -> tuple[str, int]:
     return text[:RAW_CHARS], max(0, len(text) - RAW_CHARS)
 
 
-def _row(view: dict[str, Any], whole: dict[str, Any]) -> Markup:
+def _row(view: dict[str, Any], whole: dict[str, Any], counted: bool) -> Markup:
     """One turn as a table row, every text escaped here (rows are built in Python, not by the template's loop:
     a million-turn run's pages hold tens of thousands of rows). Numbers are formatted, never inserted raw."""
     content, content_cut = _cut(whole.get("raw_content"))
@@ -118,7 +119,8 @@ def _row(view: dict[str, Any], whole: dict[str, Any]) -> Markup:
     tokens = whole.get("tokens") if isinstance(whole.get("tokens"), dict) else {}
     latency = whole.get("latency_s")
     outcome = escape(view["outcome"])
-    superseded = " superseded" if view.get("superseded") else ""
+    # Not counted: superseded by a rerun (struck through), or from a seed run whose server died (greyed).
+    superseded = " superseded" if view.get("superseded") else "" if counted else " uncounted"
     return Markup(
         f'<tr class="turn{superseded}" data-outcome="{outcome}"><td>{escape(view["seed"])}</td>'
         f"<td>{_number(view.get('seed_attempt') or 0)}</td><td>{_number(view['turn'])}</td>"
@@ -153,14 +155,23 @@ def _refusal(whole: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:
     return {"http_status": whole.get("http_status"), "detail": view.get("detail"), "message": _cut(message)[0]}
 
 
-def plan_pages(order: list[str], by_cell: dict[str, list[dict[str, Any]]]) -> list[CellPage]:
-    """Which turns each cell's page shows (whole seeds within the page's share of ROW_BUDGET), in `order`."""
-    cap = max(MIN_ROWS, ROW_BUDGET // max(1, len(order)))
-    pages = []
+def plan_pages(
+    order: list[str], by_cell: dict[str, list[dict[str, Any]]], counted: dict[str, list[dict[str, Any]]]
+) -> list[CellPage]:
+    """Which turns each cell's section shows (whole seeds within its share of ROW_BUDGET, at most CELL_ROWS
+    unless its first seed is longer), in `order`, and which page holds it: PAGE_CELLS sections a page, fewer where
+    their rows would pass PAGE_ROWS. `counted`: the records statistics count (the others are marked)."""
+    cap = min(CELL_ROWS, max(MIN_ROWS, ROW_BUDGET // max(1, len(order))))
+    pages: list[CellPage] = []
+    page, cells_on_page, rows_on_page = 0, 0, 0
     for index, cell_id in enumerate(order):
         turns = by_cell.get(cell_id, [])
         shown, seeds_shown, n_seeds = _shown(turns, cap)
-        section = CellPage(cell_id, cell_page_name(index), f"c{index}", shown, len(turns), n_seeds, seeds_shown)
+        if cells_on_page and (cells_on_page == PAGE_CELLS or rows_on_page + len(shown) > PAGE_ROWS):
+            page, cells_on_page, rows_on_page = page + 1, 0, 0
+        cells_on_page, rows_on_page = cells_on_page + 1, rows_on_page + len(shown)
+        section = CellPage(cell_id, f"{PAGES_DIR}/{page:04d}.html", f"c{index}", shown, len(turns), n_seeds,
+                           seeds_shown, counted_ids={id(t) for t in counted.get(cell_id, [])})  # fmt: skip
         pages.append(section)
     return pages
 
@@ -169,7 +180,7 @@ def fill_rows(store: RunStore, pages: list[CellPage]) -> None:
     """Each page's rows: its turns' drill fields read by offset, rendered."""
     wholes = _read_wholes(store, [t for page in pages for t in page.shown])
     for page in pages:
-        page.rows = [_row(t, wholes.get(id(t), t)) for t in page.shown]
+        page.rows = [_row(t, wholes.get(id(t), t), id(t) in page.counted_ids) for t in page.shown]
 
 
 def first_refusals(
@@ -192,7 +203,12 @@ def _read_wholes(store: RunStore, views: list[dict[str, Any]]) -> dict[int, dict
     """The drill fields of each view that is a lean view (a whole record, as --reclassify reads, has them)."""
     lean = [v for v in views if OFFSET_KEY in v]
     found = store.read_records_at([v[OFFSET_KEY] for v in lean], decode=_decode)
-    return {id(v): found[v[OFFSET_KEY]] for v in lean if v[OFFSET_KEY] in found}
+    return {id(v): whole for v in lean if (whole := found.get(v[OFFSET_KEY])) is not None and _same(v, whole)}
+
+
+def _same(view: dict[str, Any], whole: dict[str, Any]) -> bool:
+    """The record read at a view's offset is that view's (else the file changed since: the row shows the view)."""
+    return all(whole.get(key) == view[key] for key in ("cell_id", "seed", "turn"))
 
 
 _ENV = jinja2.Environment(

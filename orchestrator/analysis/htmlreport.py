@@ -182,7 +182,8 @@ def config_table(long: pd.DataFrame, order: list[str]) -> list[tuple[str, bool, 
     table = []
     for name in fields:
         values = [" / ".join(seen.get((name, column), {})) for column in order]
-        table.append((name, len(set(values)) > 1, values))
+        differs = len({frozenset(seen.get((name, column), {})) for column in order}) > 1  # order of models aside
+        table.append((name, differs, values))
     return table
 
 
@@ -195,30 +196,44 @@ def model_table(long: pd.DataFrame) -> list[tuple[str, list[str]]]:
 
 def frame_section(title: str, frame: pd.DataFrame) -> dict[str, Any]:
     rows = [["—" if _is_missing(v) else str(v) for v in row] for row in frame.itertuples(index=False)]
-    return {"title": title, "columns": [str(c) for c in frame.columns], "rows": rows}
+    return {"title": title, "columns": [str(c) for c in frame.columns], "rows": rows, "note": None}
+
+
+def section_file(run_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a command that explains a run saves for the page: its rows, and the size of turns.jsonl they were
+    drawn from (the page marks them stale once the run has grown or been rewritten)."""
+    turns = run_dir / "turns.jsonl"
+    return {"turns_bytes": turns.stat().st_size if turns.is_file() else None, "rows": rows}
 
 
 def file_sections(report_dir: Path) -> list[dict[str, Any]]:
-    """Sections from the JSON files other commands leave in report/ (a list of flat-ish objects each)."""
+    """Sections from the JSON files other commands leave in report/: a list of objects, or `section_file`'s."""
     sections = []
+    turns = report_dir.parent / "turns.jsonl"
+    size = turns.stat().st_size if turns.is_file() else None
     for name, (title, shown) in SECTION_FILES.items():
         path = report_dir / name
         if not path.is_file():
             continue
         try:
-            rows = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue  # a damaged extra file loses its section, never the page
+        stale = isinstance(data, dict) and data.get("turns_bytes") not in (None, size)
+        rows = data.get("rows") if isinstance(data, dict) else data
         if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
             columns = list(shown or dict.fromkeys(k for r in rows for k in r))
             values = [[_flat(r.get(c)) for c in columns] for r in rows]
-            sections.append({"title": title, "columns": columns, "rows": values})
+            note = f"stale: the run changed after {name} was written; run the command again" if stale else None
+            sections.append({"title": title, "columns": columns, "rows": values, "note": note})
     return sections
 
 
 def _flat(value: Any) -> str:
     if value is None:
         return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}"
     return value if isinstance(value, str) else json.dumps(value, default=str)[:500]
 
 

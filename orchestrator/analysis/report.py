@@ -73,6 +73,7 @@ CONFIG_COLUMNS = [
 PAPER_MODES = {"native": "native", "native+hint": "native_hint", "text-tools": "text_tools"}
 PAPER_FIELDS = ("seed", "lo", "hi", "pooled", "n", "rej", "n_seeds")
 DAMAGE_FILE = "DAMAGE.md"
+RETIRED_FILES = ("cells_long.html", "cells_wide.html", "stream_pairs.html", "constraints.html")  # index.html now
 
 
 def _text(row: dict[str, Any]) -> str:
@@ -337,7 +338,7 @@ def _write_tables(store: RunStore, run: RunTurns, out: Path) -> tuple[pd.DataFra
         # The bootstrap runs in numpy, mostly outside the GIL: on the other core while this thread reads and
         # renders the drill-down's turns (pure Python). The same figures either way, only sooner.
         statistics = pool.submit(cell_statistics, run)
-        pages = plan_pages(cell_order(run), run.by_cell)
+        pages = plan_pages(cell_order(run), run.by_cell, run.counted)
         fill_rows(store, pages)
         counts = {cell_id: cell_counts(run, cell_id) for cell_id in run.cells}
         stats = statistics.result()
@@ -392,6 +393,8 @@ def _publish(staging: Path, staged: list[Path], out: Path) -> list[Path]:
     final = [out / path.relative_to(staging) for path in staged]
     if (staging / PAGES_DIR).is_dir():  # the drill-down pages are replaced as a set: none left from an older report
         shutil.rmtree(out / PAGES_DIR, ignore_errors=True)
+    for name in RETIRED_FILES:  # what older versions wrote and this one does not: never shown as current
+        (out / name).unlink(missing_ok=True)
     for path, target in zip(staged, final, strict=True):
         target.parent.mkdir(parents=True, exist_ok=True)
         path.replace(target)

@@ -253,18 +253,6 @@ def _print_wide(store_dir: Path) -> None:
             console.print(escape(format_gate_results(results)), highlight=False, soft_wrap=True)
 
 
-def refresh_page(run_dir: Path, *, quiet: bool = False) -> None:
-    """Rewrite a run's report (index.html included) after a command left a section file in report/ (triage.json,
-    channels.json, ablation.json), and say where the page is."""
-    from orchestrator.analysis.htmlreport import INDEX
-    from orchestrator.analysis.report import write_report
-    from orchestrator.runner.store import RunStore
-
-    write_report(RunStore(run_dir))
-    if not quiet:
-        console.print(f"open: {escape(str(run_dir / 'report' / INDEX))}", highlight=False, soft_wrap=True)
-
-
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 

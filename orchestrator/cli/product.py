@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import app, console, fail, refresh_page
+from orchestrator.cli import app, console, fail
 
 
 @app.command("channels")
@@ -27,8 +27,7 @@ def channels_command(run_dir: Annotated[Path, typer.Argument(help="results/<run_
     console.print(markdown, highlight=False, soft_wrap=True)
     if results:
         console.print(format_gate_results(results), highlight=False, soft_wrap=True)
-    console.print(f"wrote {written[0].parent}", highlight=False)
-    refresh_page(run_dir)
+    console.print(f"wrote {written[0].parent}; `orchestrate report {run_dir}` shows it on the page", highlight=False)
 
 
 @app.command("gate")
@@ -103,8 +102,6 @@ def ablate_command(
     out.mkdir(exist_ok=True)
     (out / "ablation.md").write_text(markdown + "\n")
     (out / "ablation.json").write_text(json.dumps([row.as_json() for row in rows], indent=2) + "\n")
-    if not as_json:
-        refresh_page(store.dir)  # the ablation run's page shows the guard table
     if as_json:
         for row in rows:
             typer.echo(json.dumps(row.as_json()))

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.analysis.triage import DEFAULT_THRESHOLD, TriageError, summary, triage_run
-from orchestrator.cli import app, console, err_console, fail, refresh_page
+from orchestrator.cli import app, console, fail
 
 
 def _percent(value: float | None) -> str:
@@ -33,7 +33,11 @@ def triage_command(
     except TriageError as exc:
         fail(escape(str(exc)))
         return
-    save_verdicts(run_dir, verdicts)
+    try:
+        saved = save_verdicts(run_dir, verdicts)
+    except OSError as exc:  # a full disk or a read-only run: the verdicts are not lost, only not saved
+        fail(f"{escape(str(run_dir))}: cannot write report/triage.json ({escape(str(exc))})")
+        return
     if as_json:
         for verdict in verdicts:
             typer.echo(json.dumps(verdict.to_json(), default=str, allow_nan=False))
@@ -58,18 +62,19 @@ def triage_command(
             f"{name} {sum(v.verdict == name for v in verdicts)}" for name in sorted({v.verdict for v in verdicts})
         )
     )
-    console.print(f"open: {escape(str(run_dir / 'report' / 'index.html'))} (verdicts in report/triage.json)")
+    console.print(
+        f"verdicts in {escape(str(saved))}; `orchestrate report {escape(str(run_dir))}` shows them on the page",
+        highlight=False, soft_wrap=True,
+    )  # fmt: skip
 
 
-def save_verdicts(run_dir: Path, verdicts: list[Any]) -> None:
-    """report/triage.json, and the run's report rewritten so index.html shows the verdicts."""
-    from orchestrator.analysis.htmlreport import TRIAGE_FILE
-    from orchestrator.runner.store import StoreError, write_json_atomic
+def save_verdicts(run_dir: Path, verdicts: list[Any]) -> Path:
+    """report/triage.json: the verdicts, with the size of turns.jsonl they were drawn from (the report page shows
+    them, marked stale once the run has changed)."""
+    from orchestrator.analysis.htmlreport import TRIAGE_FILE, section_file
+    from orchestrator.runner.store import write_json_atomic
 
-    (run_dir / "report").mkdir(exist_ok=True)
-    write_json_atomic(run_dir / "report" / TRIAGE_FILE, [verdict.to_json() for verdict in verdicts])
-    try:
-        refresh_page(run_dir, quiet=True)
-    except (StoreError, OSError) as exc:  # the verdicts stand; only the page could not be rewritten
-        err_console.print(f"warning: report/index.html not rewritten: {escape(str(exc))}", highlight=False)
-
+    path = run_dir / "report" / TRIAGE_FILE
+    path.parent.mkdir(exist_ok=True)
+    write_json_atomic(path, section_file(run_dir, [verdict.to_json() for verdict in verdicts]))
+    return path

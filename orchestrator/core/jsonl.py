@@ -136,8 +136,9 @@ NEWLINE = ord("\n")
 
 def read_ahead(handle: BinaryIO) -> Iterator[bytes]:
     """The file's READ_CHUNK-byte reads, each next one read by a thread while the caller decodes this one (a
-    read leaves the GIL: the copy from the page cache overlaps the decoding). At most two chunks are held; an
-    error reading is raised here, in the caller; a caller that stops early stops the thread."""
+    read leaves the GIL: the copy from the page cache overlaps the decoding). At most three chunks are held (the
+    caller's, one waiting, one being read); an error reading is raised here, in the caller; a caller that stops
+    early stops the thread."""
     ready: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
@@ -174,7 +175,7 @@ def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk
     copies), then its unended tail (if any); LineTooLong on a line longer than `max_line` bytes (refused once
     that many bytes of it are read, never read whole). A line cut by a chunk's end is its own one-line chunk."""
     max_line = MAX_LINE_BYTES if max_line is None else max_line
-    number, carried, position = 1, 0, handle.tell()
+    number, carried, position = 1, 0, handle.tell() if handle.seekable() else 0  # a pipe: offsets from its start
     pieces: list[bytes] = []  # a line that began in an earlier chunk, `carried` bytes of it so far
     for chunk in read_ahead(handle):
         start, chunk_base = 0, position
