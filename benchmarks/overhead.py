@@ -44,8 +44,9 @@ from orchestrator.runner.cellconfig import cell_config
 from orchestrator.runner.matrix import expand
 from orchestrator.runner.matrixfile import load_matrix
 from orchestrator.runner.progress import SweepProgress
+from orchestrator.runner.provenance import host_facts
 from orchestrator.runner.session import ServerSession, launch_config
-from orchestrator.runner.store import RunStore, counted_turns, host_facts
+from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.runner.sweep import Sweep
 from orchestrator.serving.launchers import start_server
 from orchestrator.serving.probe import probe

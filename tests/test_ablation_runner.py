@@ -24,9 +24,9 @@ from orchestrator.runner.ablation import (
 from orchestrator.runner.cellconfig import config_sha256
 from orchestrator.runner.guards import GUARDS
 from orchestrator.runner.matrix import Cell, Matrix, expand
-from orchestrator.runner.provenance import fingerprint
+from orchestrator.runner.provenance import fingerprint, git_state
 from orchestrator.runner.runs import scored_cases
-from orchestrator.runner.store import RunStore, git_state
+from orchestrator.runner.store import RunStore
 from orchestrator.serving.registry import REPO_ROOT
 
 PRODUCT_CPU = REPO_ROOT / "matrices" / "product-cpu.yaml"

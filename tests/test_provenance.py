@@ -15,9 +15,9 @@ import pytest
 
 from orchestrator.analysis.report import long_table, reclassify
 from orchestrator.runner.cellconfig import config_sha256
-from orchestrator.runner.provenance import drift, fingerprint, run_stacks
+from orchestrator.runner.provenance import drift, fingerprint, git_state, run_stacks
 from orchestrator.runner.runs import DriftError, resume_run
-from orchestrator.runner.store import RunStore, StoreError, git_state
+from orchestrator.runner.store import RunStore, StoreError
 from orchestrator.serving.registry import REPO_ROOT
 from tests.conftest import V1_CPU_RUN, committed_runs
 
@@ -160,7 +160,7 @@ def test_run_outputs_do_not_make_the_tree_dirty(tmp_path: Path, monkeypatch: pyt
     beside it) under results/ are outputs, not code. Any other change, tracked or untracked, is dirty."""
     import subprocess
 
-    from orchestrator.runner import store as store_module
+    from orchestrator.runner import provenance as provenance_module
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
@@ -170,12 +170,12 @@ def test_run_outputs_do_not_make_the_tree_dirty(tmp_path: Path, monkeypatch: pyt
     (tmp_path / "code.py").write_text("x = 1\n")
     git("add", "code.py")
     git("commit", "-qm", "c")
-    monkeypatch.setattr(store_module, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(provenance_module, "REPO_ROOT", tmp_path)
     (tmp_path / "results" / "examples" / "run-1").mkdir(parents=True)
     (tmp_path / "results" / "examples" / "run-1" / "turns.jsonl").write_text("{}\n")
-    assert store_module.git_state()["dirty"] is False
+    assert provenance_module.git_state()["dirty"] is False
     (tmp_path / "new_module.py").write_text("y = 2\n")
-    assert store_module.git_state()["dirty"] is True
+    assert provenance_module.git_state()["dirty"] is True
     (tmp_path / "new_module.py").unlink()
     (tmp_path / "code.py").write_text("x = 2\n")
-    assert store_module.git_state()["dirty"] is True
+    assert provenance_module.git_state()["dirty"] is True

@@ -16,9 +16,9 @@ from orchestrator.core.cell import CellKey, slug
 from orchestrator.core.types import ToolsMode, TurnRecord
 from orchestrator.runner.cellconfig import config_sha256
 from orchestrator.runner.matrix import Matrix
-from orchestrator.runner.provenance import drift, fingerprint
+from orchestrator.runner.provenance import drift, fingerprint, git_state
 from orchestrator.runner.runs import start_run_in
-from orchestrator.runner.store import RunStore, counted_turns, git_state, now
+from orchestrator.runner.store import RunStore, counted_turns, now
 from orchestrator.serving.launchers import cleanup
 
 

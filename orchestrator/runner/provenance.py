@@ -10,9 +10,13 @@ the drift is recorded in the manifest.
 from __future__ import annotations
 
 import hashlib
+import os
+import platform
 import shutil
+import subprocess
 from collections.abc import Callable
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,42 @@ from orchestrator.runner.store import StoreError
 from orchestrator.runner.tasks import seeds_dir
 from orchestrator.serving.registry import REPO_ROOT, load_stack, stacks_dir
 from orchestrator.serving.stackspec import StackSpec
+
+PACKAGES = ("toolcall-matrix", "pydantic", "httpx", "numpy", "pandas", "docker", "jsonschema", "typer", "jinja2")
+
+
+def git_state() -> dict[str, Any]:
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        except OSError:
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    # Run outputs are not code: a run's own directory (and other runs beside it) under results/ leaves the tree
+    # clean; any other change, tracked or not, makes it dirty.
+    status = git("status", "--porcelain", "--", ".", ":(exclude)results")
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+
+
+def host_facts() -> dict[str, Any]:
+    return {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
 
 TEMPLATES_DIR = REPO_ROOT / "orchestrator" / "templates"
 SNAPSHOT_DIR = "stacks"

@@ -13,8 +13,8 @@ from orchestrator.core.redact import redact_matrix
 from orchestrator.core.types import SCHEMA_VERSION
 from orchestrator.runner.guards import GUARDS_ENV, active_guards
 from orchestrator.runner.matrix import Matrix
-from orchestrator.runner.provenance import drift, fingerprint, snapshot_stacks
-from orchestrator.runner.store import RunStore, git_state, host_facts, now, package_versions
+from orchestrator.runner.provenance import drift, fingerprint, git_state, host_facts, package_versions, snapshot_stacks
+from orchestrator.runner.store import RunStore, now
 from orchestrator.runner.tasks import load_suite
 from orchestrator.serving.launchers import cleanup
 

@@ -26,14 +26,11 @@ import contextlib
 import gc
 import json
 import os
-import platform
-import subprocess
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import metadata
 from itertools import filterfalse, repeat
 from operator import methodcaller
 from pathlib import Path
@@ -60,47 +57,10 @@ from orchestrator.runner.storedamage import (
     view_record,
 )
 from orchestrator.runner.turnview import OFFSET_KEY, decode_views
-from orchestrator.serving.registry import REPO_ROOT
-
-PACKAGES = ("toolcall-matrix", "pydantic", "httpx", "numpy", "pandas", "docker", "jsonschema", "typer", "jinja2")
 
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def git_state() -> dict[str, Any]:
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
-        except OSError:
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    # Run outputs are not code: a run's own directory (and other runs beside it) under results/ leaves the tree
-    # clean; any other change, tracked or not, makes it dirty.
-    status = git("status", "--porcelain", "--", ".", ":(exclude)results")
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
-
-
-def host_facts() -> dict[str, Any]:
-    return {
-        "hostname": platform.node(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "machine": platform.machine(),
-    }
-
-
-def package_versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 SeedKey = tuple[str, str]  # (cell id, seed id)
