@@ -17,8 +17,10 @@ import pytest
 
 from benchmarks.scalegen import generate
 from orchestrator.analysis import drilldown, htmlreport
+from orchestrator.analysis.gridcolumns import column_order
 from orchestrator.analysis.report import write_report
 from orchestrator.runner.store import RunStore, counted_turns
+from orchestrator.runner.turnview import OFFSET_KEY
 from tests.browser import screenshot_dir, visit
 from tests.conftest import committed_runs
 
@@ -301,3 +303,41 @@ def test_pages_hold_fewer_cells_when_their_rows_would_run_long(tmp_path: Path, m
         in_page = sum(1 for t, a in elements.tags if t == "section")
         rows = len(elements.having("tr", "turn"))
         assert rows <= 60 or in_page == 1
+
+
+def test_a_column_whose_models_list_the_same_values_in_another_order_is_no_difference() -> None:
+    long = pd.DataFrame({
+        "cell_id": ["a1", "a2", "b1", "b2"], "model": ["m1", "m2", "m2", "m1"],
+        "stack_label": ["s-x", "s-x", "s-y", "s-y"], "tools_mode": ["native"] * 4,
+        "parser": ["p1", "p2", "p2", "p1"], "turn_cap": ["6", "6", "6", "7"],
+    })  # fmt: skip
+    table = {name: (differs, values) for name, differs, values in htmlreport.config_table(long, column_order(long))}
+    assert table["parser"] == (False, ["p1 / p2", "p1 / p2"])  # same values, rows in another order
+    assert table["turn_cap"] == (True, ["6", "6 / 7"])
+
+
+def test_a_row_whose_line_moved_shows_the_view_not_another_record(tmp_path: Path) -> None:
+    """The drill-down reads a turn's line by the offset its view was read at; if the file changed in between and
+    another record now starts there, the page must not show that record as this turn."""
+    run = tmp_path / CPU.name
+    shutil.copytree(CPU, run, ignore=shutil.ignore_patterns("report"))
+    store = RunStore(run)
+    views = store.read_turns(view=True)
+    pages = drilldown.plan_pages([views[0]["cell_id"]], {views[0]["cell_id"]: views})
+    drilldown.fill_rows(store, pages)
+    lines = (run / "turns.jsonl").read_bytes().splitlines(keepends=True)
+    records = [json.loads(line) for line in lines]
+    index = next(i for i, r in enumerate(records) if r["turn"] > 0 and r["raw_content"])  # a view without content
+    other = next(j for j, r in enumerate(records) if len(lines[j]) < len(lines[index]) and r["raw_content"]
+                 and r["seed"] != records[index]["seed"])  # fmt: skip
+    offset = sum(map(len, lines[:index]))
+    position = next(k for k, view in enumerate(pages[0].shown) if view[OFFSET_KEY] == offset)
+    record = records[index]
+    assert f"<td>{record['http_status']}</td><td>{record['latency_s']:.2f}</td>" in pages[0].rows[position]
+    # The same bytes at every offset, but another record's line (padded with spaces) where this turn's was.
+    lines[index] = lines[other].rstrip(b"\n").ljust(len(lines[index]) - 1) + b"\n"
+    (run / "turns.jsonl").write_bytes(b"".join(lines))
+    drilldown.fill_rows(store, pages)
+    row = pages[0].rows[position]
+    assert "<td>—</td><td>—</td><td>—/—</td>" in row  # HTTP, latency, tokens unknown: the view alone
+    assert '<td class="raw"><pre></pre>' in row  # not the other record's content

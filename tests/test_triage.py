@@ -402,3 +402,21 @@ def test_the_model_verdict_says_how_alike_the_same_request_went_on_each_peer() -
         assert (peer["same_first_prompt_tokens"], peer["same_first_answer"]) == (f"{prompts}/8", f"{answers}/8")
     by_stack = {p["cell_id"].split("__")[0]: p for p in cell.evidence["peers"]}
     assert by_stack["llamacpp-no-jinja"]["same_first_answer"] == "8/8"  # no tools sent: the same request
+
+
+def test_verdicts_come_out_when_the_run_cannot_be_written_to(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Saving report/triage.json is an extra: a full disk or a read-only run still gets every verdict printed."""
+    import orchestrator.runner.store as store
+
+    def full(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "write_json_atomic", full)
+    run = copy_run(tmp_path)
+    result = runner.invoke(app, ["triage", str(run), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == len(verdicts(CPU_RUN)) > 0
+    assert "report/triage.json not written" in result.stderr and "No space left" in result.stderr
+    assert not (run / "report" / "triage.json").exists()
+

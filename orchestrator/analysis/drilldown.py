@@ -1,6 +1,7 @@
-"""report/cells/NNNN.html: the drill-down, one section per cell (PAGE_CELLS cells a page, in the long table's
-order; a grid cell links to its section), each seed's turns with outcome, detail, HTTP status, latency, tokens
-and the raw content / raw tool calls (escaped: model output is untrusted text). Sections share pages because a
+"""report/cells/NNNN.html: the drill-down, one section per cell (in the long table's order, at most PAGE_CELLS
+sections and, where a cell allows, PAGE_ROWS turn rows a page; a grid cell links to its section): each seed's
+turns with outcome, detail, HTTP status, latency, tokens and the raw content / raw tool calls (escaped: model
+output is untrusted text). Sections share pages because a
 file costs: writing 2,000 small files beside a 2 GiB turns.jsonl took 0.4 s on this machine's ext4, 80 files of
 the same bytes 0.05 s.
 
@@ -25,7 +26,7 @@ import msgspec
 from markupsafe import Markup, escape
 
 from orchestrator.core.types import Outcome
-from orchestrator.runner.store import RunStore
+from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.runner.turnview import OFFSET_KEY
 
 ROW_BUDGET = 10_000  # turns shown across all of a run's pages
@@ -40,8 +41,9 @@ CELL_ROWS = 1_000  # a section's share of ROW_BUDGET is capped (a run of a few c
 class DrillFields(TypedDict):
     """What a drill-down row needs beyond the view, read from the turn's own line."""
 
-    cell_id: NotRequired[Any]  # these three: the line read is the view's own (checked, never assumed)
+    cell_id: NotRequired[Any]  # these four: the line read is the view's own (checked, never assumed)
     seed: NotRequired[Any]
+    seed_attempt: NotRequired[Any]
     turn: NotRequired[Any]
     attempt: NotRequired[Any]
     http_status: NotRequired[Any]
@@ -155,12 +157,11 @@ def _refusal(whole: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:
     return {"http_status": whole.get("http_status"), "detail": view.get("detail"), "message": _cut(message)[0]}
 
 
-def plan_pages(
-    order: list[str], by_cell: dict[str, list[dict[str, Any]]], counted: dict[str, list[dict[str, Any]]]
-) -> list[CellPage]:
+def plan_pages(order: list[str], by_cell: dict[str, list[dict[str, Any]]]) -> list[CellPage]:
     """Which turns each cell's section shows (whole seeds within its share of ROW_BUDGET, at most CELL_ROWS
     unless its first seed is longer), in `order`, and which page holds it: PAGE_CELLS sections a page, fewer where
-    their rows would pass PAGE_ROWS. `counted`: the records statistics count (the others are marked)."""
+    their rows would pass PAGE_ROWS. The rows statistics do not count are marked: whole seeds are shown, so
+    counted_turns over the shown rows is the cell's own verdict on them."""
     cap = min(CELL_ROWS, max(MIN_ROWS, ROW_BUDGET // max(1, len(order))))
     pages: list[CellPage] = []
     page, cells_on_page, rows_on_page = 0, 0, 0
@@ -171,7 +172,7 @@ def plan_pages(
             page, cells_on_page, rows_on_page = page + 1, 0, 0
         cells_on_page, rows_on_page = cells_on_page + 1, rows_on_page + len(shown)
         section = CellPage(cell_id, f"{PAGES_DIR}/{page:04d}.html", f"c{index}", shown, len(turns), n_seeds,
-                           seeds_shown, counted_ids={id(t) for t in counted.get(cell_id, [])})  # fmt: skip
+                           seeds_shown, counted_ids={id(t) for t in counted_turns(shown)})  # fmt: skip
         pages.append(section)
     return pages
 
@@ -208,7 +209,9 @@ def _read_wholes(store: RunStore, views: list[dict[str, Any]]) -> dict[int, dict
 
 def _same(view: dict[str, Any], whole: dict[str, Any]) -> bool:
     """The record read at a view's offset is that view's (else the file changed since: the row shows the view)."""
-    return all(whole.get(key) == view[key] for key in ("cell_id", "seed", "turn"))
+    return all(whole.get(key) == view.get(key) for key in ("cell_id", "seed", "turn")) and (
+        (whole.get("seed_attempt") or 0) == (view.get("seed_attempt") or 0)
+    )
 
 
 _ENV = jinja2.Environment(
@@ -220,7 +223,7 @@ _ENV = jinja2.Environment(
 
 
 def write_cell_pages(run_id: str, pages: list[CellPage], headers: dict[str, Header], out: Path) -> list[Path]:
-    """cells/*.html into `out`: the sections (their rows filled) grouped PAGE_CELLS to a page."""
+    """cells/*.html into `out`: the sections (their rows filled), each on the page plan_pages gave it."""
     template = _ENV.get_template("cell.html.j2")
     (out / PAGES_DIR).mkdir(exist_ok=True)
     by_file: dict[str, list[CellPage]] = {}

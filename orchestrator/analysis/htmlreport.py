@@ -181,9 +181,8 @@ def config_table(long: pd.DataFrame, order: list[str]) -> list[tuple[str, bool, 
             seen.setdefault((name, column), {})["—" if _is_missing(row[name]) else str(row[name])] = None
     table = []
     for name in fields:
-        values = [" / ".join(seen.get((name, column), {})) for column in order]
-        differs = len({frozenset(seen.get((name, column), {})) for column in order}) > 1  # order of models aside
-        table.append((name, differs, values))
+        values = [" / ".join(sorted(seen.get((name, column), {}))) for column in order]  # sorted: order is no change
+        table.append((name, len(set(values)) > 1, values))
     return table
 
 
@@ -233,7 +232,7 @@ def _flat(value: Any) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return f"{value:.4g}"  # 0.4167, and a small p-value stays 1.2e-05
     return value if isinstance(value, str) else json.dumps(value, default=str)[:500]
 
 

@@ -335,10 +335,9 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
 def _write_tables(store: RunStore, run: RunTurns, out: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[Path]]:
     """Statistics, tables, the page and its drill-down pages into `out` (the staging folder)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        # The bootstrap runs in numpy, mostly outside the GIL: on the other core while this thread reads and
-        # renders the drill-down's turns (pure Python). The same figures either way, only sooner.
+        # The bootstrap (numpy, mostly outside the GIL) beside the drill-down's reads: the same figures, sooner.
         statistics = pool.submit(cell_statistics, run)
-        pages = plan_pages(cell_order(run), run.by_cell, run.counted)
+        pages = plan_pages(cell_order(run), run.by_cell)
         fill_rows(store, pages)
         counts = {cell_id: cell_counts(run, cell_id) for cell_id in run.cells}
         stats = statistics.result()

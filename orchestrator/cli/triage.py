@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.analysis.triage import DEFAULT_THRESHOLD, TriageError, summary, triage_run
-from orchestrator.cli import app, console, fail
+from orchestrator.cli import app, console, err_console, fail
 
 
 def _percent(value: float | None) -> str:
@@ -31,17 +31,27 @@ def triage_command(
     try:
         verdicts = triage_run(run_dir, threshold)
     except TriageError as exc:
-        fail(escape(str(exc)))
-        return
-    try:
-        saved = save_verdicts(run_dir, verdicts)
-    except OSError as exc:  # a full disk or a read-only run: the verdicts are not lost, only not saved
-        fail(f"{escape(str(run_dir))}: cannot write report/triage.json ({escape(str(exc))})")
+        fail(str(exc))  # fail() escapes
         return
     if as_json:
         for verdict in verdicts:
             typer.echo(json.dumps(verdict.to_json(), default=str, allow_nan=False))
+    else:
+        print_verdicts(run_dir, verdicts, threshold)
+    try:  # after the verdicts are out: a run that cannot be written to still gets them
+        saved = save_verdicts(run_dir, verdicts)
+    except OSError as exc:
+        err_console.print(f"warning: report/triage.json not written ({escape(str(exc))}); the verdicts above stand",
+                          highlight=False, soft_wrap=True)  # fmt: skip
         return
+    if not as_json:
+        console.print(
+            f"verdicts in {escape(str(saved))}; `orchestrate report {escape(str(run_dir))}` shows them on the page",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+
+
+def print_verdicts(run_dir: Path, verdicts: list[Any], threshold: float) -> None:
     table = Table(title=f"triage {run_dir.name} (cells below {100 * threshold:.0f}% or undefined)")
     for column in ("cell", "fidelity", "verdict", "evidence"):
         table.add_column(column, overflow="fold")
@@ -62,10 +72,6 @@ def triage_command(
             f"{name} {sum(v.verdict == name for v in verdicts)}" for name in sorted({v.verdict for v in verdicts})
         )
     )
-    console.print(
-        f"verdicts in {escape(str(saved))}; `orchestrate report {escape(str(run_dir))}` shows them on the page",
-        highlight=False, soft_wrap=True,
-    )  # fmt: skip
 
 
 def save_verdicts(run_dir: Path, verdicts: list[Any]) -> Path:
