@@ -10,11 +10,11 @@ who compare cells by eye.
 - Sections for what the run has (stream pairs, constraints, triage, channels, gate, ablation), absent otherwise.
 - A drill-down page per cell beside it (analysis/drilldown.py).
 
-Why the bars are SVG written by the template rather than a plotting library: at 2,000 cells (the 1M-turn
-benchmark's size) matplotlib took 0.9 s for the grid and 0.7 s for the stacked composition (collections) on
-this 2-core machine, and a 3.6 MB plotly.js would be inlined into every page; the report's whole budget at 1M
-turns is 10 s with under 1 s to spare. A bar here is one `<rect>` and one `<line>` in a table cell: the page
-stays small, renders at once, and every bar carries its own hover title and drill-down link.
+Why the bars are SVG written by the template rather than a plotting library: a grid cell is a table cell with
+one `<rect>`, a whisker and a dot per seed, so the page needs no script and no inlined charting library, stays a
+few MB at 2,000 cells (benchmarks/results/scale.md), and every bar carries its own hover title and drill-down
+link; a chart library would draw thousands of artists per chart inside a report whose million-turn budget leaves
+under a second.
 """
 
 from __future__ import annotations
