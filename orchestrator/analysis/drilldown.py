@@ -83,10 +83,6 @@ def cell_href(page: CellPage) -> str:
     return f"{page.name}#{page.anchor}"
 
 
-def _decode(line: bytes) -> dict[str, Any]:
-    return dict(_DECODER.decode(line))
-
-
 def _shown(turns: list[dict[str, Any]], cap: int) -> tuple[list[dict[str, Any]], int, int]:
     """Whole seeds in seed order up to `cap` turns (the first seed always), each in (seed attempt, turn) order,
     record order kept: (turns shown, seeds shown, seeds). Counted in C (Counter, itemgetter): a cell may hold
@@ -203,7 +199,7 @@ def first_refusals(
 def _read_wholes(store: RunStore, views: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """The drill fields of each view that is a lean view (a whole record, as --reclassify reads, has them)."""
     lean = [v for v in views if OFFSET_KEY in v]
-    found = store.read_records_at([v[OFFSET_KEY] for v in lean], decode=_decode)
+    found = store.read_records_at([v[OFFSET_KEY] for v in lean], decode=_DECODER.decode)
     return {id(v): whole for v in lean if (whole := found.get(v[OFFSET_KEY])) is not None and _same(v, whole)}
 
 
@@ -214,7 +210,8 @@ def _same(view: dict[str, Any], whole: dict[str, Any]) -> bool:
     )
 
 
-_ENV = jinja2.Environment(
+# The report's templates (analysis/templates/: the page, its drill-down pages, their stylesheet), one environment.
+TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("orchestrator.analysis", "templates"),
     autoescape=True,
     trim_blocks=True,
@@ -224,7 +221,7 @@ _ENV = jinja2.Environment(
 
 def write_cell_pages(run_id: str, pages: list[CellPage], headers: dict[str, Header], out: Path) -> list[Path]:
     """cells/*.html into `out`: the sections (their rows filled), each on the page plan_pages gave it."""
-    template = _ENV.get_template("cell.html.j2")
+    template = TEMPLATES.get_template("cell.html.j2")
     (out / PAGES_DIR).mkdir(exist_ok=True)
     by_file: dict[str, list[CellPage]] = {}
     for page in pages:

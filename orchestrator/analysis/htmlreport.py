@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jinja2
 import pandas as pd
 
-from orchestrator.analysis.drilldown import Header, first_refusals
+from orchestrator.analysis.drilldown import TEMPLATES, Header, first_refusals
 from orchestrator.analysis.gridcolumns import column_labels
+from orchestrator.analysis.productreport import ABLATION_FILE, CHANNELS_FILE, GATE_FILE
+from orchestrator.analysis.views import figure_flags
 from orchestrator.core.stats import (
     DEGENERATE_MAX_SEQUENCES,
     DEGENERATE_MIN_SEEDS,
@@ -53,7 +52,6 @@ CONFIG_FIELDS = ("stack", "tool_config", "tool_flags", "parser", "launcher", "ho
                  "image_repo_digests", "binary_version", "stack_version", "chat_template_sha256", "template_sha256",
                  "tools_sha256", "call_format", "hint", "decoding", "turn_cap", "argv")  # fmt: skip
 MODEL_FIELDS = ("model_digest", "quantization")
-FLAG_NAMES = ("few_seeds", "pooled_gap", "degenerate_seeds")
 LEGEND = {"few_seeds": FEW_SEEDS_THRESHOLD, "pooled_gap": round(100 * POOLED_GAP_THRESHOLD),
           "degenerate_min": DEGENERATE_MIN_SEEDS, "degenerate_max": DEGENERATE_MAX_SEQUENCES}  # fmt: skip
 # Report files another command writes beside the tables; each becomes a section when present: (title, the
@@ -61,9 +59,9 @@ LEGEND = {"few_seeds": FEW_SEEDS_THRESHOLD, "pooled_gap": round(100 * POOLED_GAP
 TRIAGE_FILE = "triage.json"
 SECTION_FILES: dict[str, tuple[str, tuple[str, ...] | None]] = {
     TRIAGE_FILE: ("Triage verdicts", ("cell_id", "per_seed_mean", "ci_low", "ci_high", "verdict", "summary")),
-    "channels.json": ("Channels (model vs product)", None),
-    "gate.json": ("Release gate", None),
-    "ablation.json": ("Guard ablation", None),
+    CHANNELS_FILE: ("Channels (model vs product)", None),
+    GATE_FILE: ("Release gate", None),
+    ABLATION_FILE: ("Guard ablation", None),
 }
 
 
@@ -142,16 +140,15 @@ def grid_cells(
     for row, label in zip(long.to_dict("records"), column_labels(long), strict=True):
         cell_id = row["cell_id"]
         turns = counted.get(cell_id, [])
-        outcomes = stats[cell_id].outcome_counts if cell_id in stats else Counter(map(itemgetter("outcome"), turns))
         marker = _marker(row)
-        composition = [(o.value, outcomes.get(o.value, 0)) for o in Outcome]
+        composition = [(o.value, stats[cell_id].outcome_counts.get(o.value, 0)) for o in Outcome]
         grid = GridCell(cell_id, label, pages[cell_id], str(row.get("text") or ""),
                         _hover(row, cells.get(cell_id, {}), refusals.get(cell_id)), marker=marker,
                         composition=composition, n_turns=len(turns))  # fmt: skip
-        if marker is None:  # the flags qualify a figure: a cell without one has none to qualify
-            grid.flags = [name for name in FLAG_NAMES if row.get(name) is True]
+        grid.flags = figure_flags(row)
+        if marker is None:
             grid.mean, grid.low, grid.high = (float(row[k]) for k in ("per_seed_mean", "ci_low", "ci_high"))
-            grid.seeds = sorted(stats[cell_id].seed_fidelities) if cell_id in stats else []
+            grid.seeds = sorted(stats[cell_id].seed_fidelities)
         found[cell_id] = grid
     return found
 
@@ -236,12 +233,6 @@ def _flat(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)[:500]
 
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("orchestrator.analysis", "templates"),
-    autoescape=True,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
 
 
 @dataclass(frozen=True)
@@ -262,7 +253,7 @@ class Page:
 
 def write_index(page: Page, out: Path) -> list[Path]:
     """index.html into `out` (the report's staging folder)."""
-    html = _ENV.get_template("index.html.j2").render(
+    html = TEMPLATES.get_template("index.html.j2").render(
         page=page, eligible=ELIGIBLE, outside=OUTSIDE, model_fields=MODEL_FIELDS, legend=LEGEND
     )
     (out / INDEX).write_text(html, encoding="utf-8")

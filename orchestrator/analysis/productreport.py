@@ -16,6 +16,8 @@ from orchestrator.core.stats import BootstrapSettings
 from orchestrator.runner.matrix import Matrix, expand
 from orchestrator.runner.store import RunStore, counted_turns, write_json_atomic
 
+# The report files the page takes sections from (analysis/htmlreport.py), named once.
+CHANNELS_FILE, GATE_FILE, ABLATION_FILE = "channels.json", "gate.json", "ablation.json"
 
 def recorded_cases(manifest: dict[str, Any]) -> tuple[dict[CaseId, Expectation], set[CaseId]]:
     """What each case declared right when the run started, and its core cases."""
@@ -151,14 +153,14 @@ def write_channel_report(store: RunStore) -> tuple[str, list[GateResult], list[P
     results = gate_results(store)
     out = store.dir / "report"
     out.mkdir(exist_ok=True)
-    written = [out / "channels.md", out / "channels.json", out / "case_verdicts.json"]
+    written = [out / "channels.md", out / CHANNELS_FILE, out / "case_verdicts.json"]
     text = markdown + ("\n\n" + format_gate_results(results) + "\n" if results else "\n")
     written[0].write_text(text)
     write_json_atomic(written[1], [row.model_dump() for row in rows])
     write_json_atomic(written[2], [v.model_dump() for v in verdicts])
     if results:
-        write_json_atomic(out / "gate.json", [r.model_dump() for r in results])
-        written.append(out / "gate.json")
+        write_json_atomic(out / GATE_FILE, [r.model_dump() for r in results])
+        written.append(out / GATE_FILE)
     return markdown, results, written
 
 

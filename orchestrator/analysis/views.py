@@ -89,14 +89,19 @@ def natural_width(wide: pd.DataFrame) -> int:
     return sum(widths) + 2 * len(widths) + len(widths) + 1
 
 
+def figure_flags(row: dict[str, Any]) -> list[str]:
+    """The flags of a long-table row that has a figure (a flag qualifies a figure: an undefined cell has none)."""
+    mean = row.get("per_seed_mean")
+    defined = mean is not None and mean == mean  # NaN: undefined
+    return [name for name in STATS_FLAGS if defined and row.get(name) is True]
+
+
 def cell_lines(long: pd.DataFrame) -> list[str]:
     """One line per cell, for a terminal the wide table does not fit: model, stack config, mode (and later
     axes), the figure with its interval (the wide table's text, markers included), flags."""
     lines = []
     for row in long.to_dict("records"):
-        mean = row.get("per_seed_mean")
-        defined = mean is not None and mean == mean  # NaN: undefined (a flag qualifies a figure)
-        flags = [name for name in STATS_FLAGS if defined and row.get(name) is True]
+        flags = figure_flags(row)
         axes = f" {row['axes']}" if row.get("axes") else ""
         lines.append(f"{row['model']}  {row['stack_label']}  {row['tools_mode']}{axes}  {row['text']}"
                      + (f"  [{' '.join(flags)}]" if flags else ""))  # fmt: skip

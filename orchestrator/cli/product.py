@@ -70,7 +70,7 @@ def ablate_command(
     """Rerun the product channel with each guard off (same cases, samples, sampling seeds, stack configs; the
     servers started once) into RUN_DIR/<run_id>-ablation/, resumable; report each guard's paired change and
     its interval."""
-    from orchestrator.analysis.productreport import ablation_report
+    from orchestrator.analysis.productreport import ABLATION_FILE, ablation_report
     from orchestrator.runner.ablation import AblationError, config_matches, open_ablation
     from orchestrator.runner.mcpclient import McpError
     from orchestrator.runner.runs import finish_run
@@ -101,7 +101,7 @@ def ablate_command(
     out = store.dir / "report"
     out.mkdir(exist_ok=True)
     (out / "ablation.md").write_text(markdown + "\n")
-    (out / "ablation.json").write_text(json.dumps([row.as_json() for row in rows], indent=2) + "\n")
+    (out / ABLATION_FILE).write_text(json.dumps([row.as_json() for row in rows], indent=2) + "\n")
     if as_json:
         for row in rows:
             typer.echo(json.dumps(row.as_json()))

@@ -147,31 +147,31 @@ def decoded(raw: bytes, decode: Decode) -> Any:
         return exc
 
 
-def view_record(raw: bytes) -> Any:
-    """A line as a `TurnView` (runner/turnview.py); a line the view refuses gets turn_record's verdict, the
-    one reader of damage: its LineError, or, where the two readers disagree, the full record."""
-    try:
-        return decode_view(raw)
-    except msgspec.DecodeError:
-        return turn_record(raw)
+def judged(decode: Callable[[bytes], Any]) -> Decode:
+    """A lean decoder whose refusals turn_record judges, the one reader of damage: a line `decode` refuses gets
+    turn_record's LineError, or, where the two readers disagree, the full record."""
+
+    def line(raw: bytes) -> Any:
+        try:
+            return decode(raw)
+        except msgspec.DecodeError:
+            return turn_record(raw)
+
+    return line
+
+
+view_record = judged(decode_view)  # a line as a `TurnView` (runner/turnview.py)
 
 
 def lean_reader(fields: type) -> tuple[Decode, BulkDecode]:
     """Decoders for a TypedDict of some of a record's fields (a notebook's turns table): a chunk decoded in bulk,
-    and a line the type refuses judged by turn_record, the one reader of damage (its LineError, or the full
-    record where the two disagree)."""
+    a line judged as `judged` does."""
     decoder = msgspec.json.Decoder(fields)
-
-    def line(raw: bytes) -> Any:
-        try:
-            return decoder.decode(raw)
-        except msgspec.DecodeError:
-            return turn_record(raw)
 
     def bulk(lines: bytes | memoryview, _ends: Any) -> list[Any]:
         return decoder.decode_lines(lines)
 
-    return line, bulk
+    return judged(decoder.decode), bulk
 
 
 def standin_cell(cell_id: str, turns_path: Path, reason: str) -> dict[str, Any] | None:
