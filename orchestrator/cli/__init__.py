@@ -391,4 +391,4 @@ def report_command(
 
 
 # Commands that explain a finished run live in their own modules; importing them registers them on `app`.
-from orchestrator.cli import audit, classify, diff, product, triage  # noqa: E402,F401
+from orchestrator.cli import audit, classify, diff, images, product, triage  # noqa: E402,F401

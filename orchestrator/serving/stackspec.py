@@ -40,6 +40,40 @@ class ImageRef(_Strict):
         return f"{self.repository}:{self.tag}"
 
 
+class ReleaseNotes(_Strict):
+    """Where the stack's release notes live, so a nightly that sees a new image digest can name the release.
+    The version comes from the image's OCI label `org.opencontainers.image.version` when it has one, else from
+    its tag through `version_pattern` (first group): a tag like `server-cuda-b11312` carries more than the
+    version, and a floating tag none."""
+
+    url: str = Field(description="URL template with {version}, e.g. https://github.com/o/r/releases/tag/{version}.")
+    version_pattern: str = Field(description="Regex on the image tag whose first group is the release's version.")
+
+    @field_validator("url")
+    @classmethod
+    def _has_version(cls, value: str) -> str:
+        if "{version}" not in value:
+            raise ValueError("release_notes.url needs a {version} placeholder")
+        return value
+
+    @field_validator("version_pattern")
+    @classmethod
+    def _one_group(cls, value: str) -> str:
+        if re.compile(value).groups < 1:
+            raise ValueError("release_notes.version_pattern needs a group that captures the version")
+        return value
+
+    def version_of(self, tag: str, label: str | None = None) -> str | None:
+        """The release version: the image's own version label, else the tag's match; None when neither says."""
+        if label:
+            return label
+        match = re.search(self.version_pattern, tag)
+        return match.group(1) if match else None
+
+    def link(self, version: str | None) -> str | None:
+        return self.url.format(version=version) if version else None
+
+
 class ToolConfig(_Strict):
     """A named tool configuration: the exact flags it adds and the parser it wires."""
 
@@ -246,6 +280,7 @@ class StackSpec(_Strict):
     sampling_defaults: SamplingDefaults = Field(default_factory=SamplingDefaults)
     model_source: Literal["gguf_file", "hf_dir", "ollama_tag", "remote"]
     images: dict[Host, ImageRef] = Field(default_factory=dict)
+    release_notes: ReleaseNotes | None = Field(None, description="The stack's release notes (nightly image refresh).")
     launch: Launch | None = Field(None, description="null for stacks that are only attached to (hosted).")
     tool_configs: dict[str, ToolConfig]
     default_tool_config: str
