@@ -79,13 +79,13 @@ RETIRED_FILES = ("cells_long.html", "cells_wide.html", "stream_pairs.html", "con
 def _text(row: dict[str, Any]) -> str:
     """The wide table's cell: `34 [9,59] n54`, `rej n8`, `launch_failed`. Markers after the figure: `ovf N`
     (N context overflows, which are refusals but not for lack of tool support; a cell refused only by
-    overflows reads `overflow nN`, never `rej`) and `server_died` (the server died for good: the figure covers
-    only the seeds that finished)."""
+    overflows reads `overflow nN`, never `rej`) and `server_died` / `worker_lost` (the server, or the node that
+    ran it, died for good: the figure covers only the seeds that finished)."""
     if row["status"] == CellStatus.LAUNCH_FAILED:
         return CellStatus.LAUNCH_FAILED.value
     overflow = row.get("n_context_overflow") or 0
     markers = (f" ovf{overflow}" if overflow else "") + (
-        " server_died" if row.get("cell_status") == CellStatus.SERVER_DIED else ""
+        f" {row['cell_status']}" if row.get("cell_status") in (CellStatus.SERVER_DIED, CellStatus.WORKER_LOST) else ""
     )
     if row["per_seed_mean"] is None:
         if row["n_rejected"] and overflow == row["n_rejected"] and not row["n_non_response"]:

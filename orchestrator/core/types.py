@@ -80,6 +80,7 @@ class CellStatus(StrEnum):
     COMPLETE = "complete"
     LAUNCH_FAILED = "launch_failed"
     SERVER_DIED = "server_died"  # the server died under the cell, was restarted once, and died again
+    WORKER_LOST = "worker_lost"  # Ray executor: the node (or worker) running the cell's group was lost mid-group
 
 
 class ToolsMode(StrEnum):

@@ -80,6 +80,9 @@ class Matrix(_Strict):
     timeouts: Timeouts = Timeouts()
     retries: Retries = Retries()
     concurrency: int = strict_count(1, le=256)
+    executor: Literal["local", "ray"] = Field(
+        "local", description="local: server groups one after another here; ray: spread over a Ray cluster."
+    )
     bootstrap: MatrixBootstrap = MatrixBootstrap()
     exclude: list[Exclude] = Field(default_factory=list)
     channels: list[Channel] | None = Field(

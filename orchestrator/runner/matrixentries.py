@@ -60,6 +60,27 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+RESOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*")
+RESERVED_RESOURCES = frozenset({"CPU", "GPU", "memory", "object_store_memory"})  # Ray's own: set through gpus
+
+
+def check_resources(value: Any) -> Any:
+    """Custom Ray resources: named like Ray's node labels, amounts numbers (never `true` or "1") in (0, 10,000];
+    Ray's own CPU/GPU are not custom (a stack's GPUs come from `gpus` and its stack file)."""
+    if not isinstance(value, dict):
+        return value  # the field's own type check names it
+    for name, amount in value.items():
+        if not isinstance(name, str):
+            raise ValueError(f"resource name {name!r}: letters, digits and _ . : / - only")
+        if not RESOURCE_NAME.fullmatch(name) or len(name) > MAX_NAME:
+            raise ValueError(f"resource name {name[:MAX_NAME]!r}: letters, digits and _ . : / - only")
+        if name in RESERVED_RESOURCES:
+            raise ValueError(f"resource {name!r} is Ray's own; set GPUs with `gpus` (and host: gpu)")
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount <= 10_000:
+            raise ValueError(f"resource {name!r}: amount {amount!r} must be a number in (0, 10000]")
+    return value
+
+
 class MatrixDecoding(Decoding):
     """Decoding as a matrix file may set it: counts strict, numbers finite (the sampler itself: chatapi.py)."""
 
@@ -96,6 +117,15 @@ class StackEntry(_Strict):
     gpus: int | None = strict_count(
         None, le=1024, description="GPUs to request (e.g. with --tensor-parallel-size 2); default: the stack's count."
     )
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="Ray executor: custom resources a server of this stack config needs, e.g. {'host:gpu-a100': 1}.",
+    )
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _resources(cls, value: Any) -> Any:
+        return check_resources(value)
 
     @field_validator("id")
     @classmethod
@@ -168,6 +198,16 @@ class ModelEntry(_Strict):
     call_format: str = Field(
         AUTO_FORMAT, description="How its text calls are read: auto (every recogniser) or one of textcalls.FORMATS."
     )
+
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="Ray executor: custom resources a server of this model needs (added to its stack config's).",
+    )
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _resources(cls, value: Any) -> Any:
+        return check_resources(value)
 
     @field_validator("call_format")
     @classmethod

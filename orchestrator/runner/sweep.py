@@ -50,7 +50,9 @@ Seed = tuple[str, str]  # (suite, seed id)
 # template that fails on a later turn (e.g. on `tool` messages) ends that seed as `template_error`, recorded.
 TEMPLATE_CHECK: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 # Cell-file fields that say how a run of the cell went, not what the cell's stack config is.
-RUN_STATE_FIELDS = frozenset({"status", "started", "finished", "launches", "error", "log_tail", "reproduce", "timings"})
+RUN_STATE_FIELDS = frozenset(
+    {"status", "started", "finished", "launches", "error", "log_tail", "reproduce", "timings", "node"}
+)
 
 
 class Sweep:
@@ -119,18 +121,21 @@ class Sweep:
             self.progress = progress
             servers = progress.add_task("servers", total=len(plans))
             for plan in plans:
-                pending = {
-                    cell.cell_id: [s for s in cell.seeds if (cell.cell_id, s[1]) not in done] for cell in plan.cells
-                }
-                finished = all(not seeds for seeds in pending.values()) and all(
-                    (self.store.read_cell(c.cell_id) or {}).get("status")
-                    in (CellStatus.COMPLETE, CellStatus.LAUNCH_FAILED)
-                    for c in plan.cells
-                )
-                if not finished:
+                pending = self.pending_of(plan, done)
+                if pending is not None:
                     self.run_server(plan, pending, progress)
                 progress.advance(servers)
         return self.executed_seeds
+
+    def pending_of(self, plan: ServerPlan, done: set[tuple[str, str]]) -> dict[str, list[Seed]] | None:
+        """Per cell of a server group, its seeds not finished yet; None when the group has nothing left to do
+        (every seed finished and every cell complete or launch_failed)."""
+        pending = {cell.cell_id: [s for s in cell.seeds if (cell.cell_id, s[1]) not in done] for cell in plan.cells}
+        finished = all(not seeds for seeds in pending.values()) and all(
+            (self.store.read_cell(c.cell_id) or {}).get("status") in (CellStatus.COMPLETE, CellStatus.LAUNCH_FAILED)
+            for c in plan.cells
+        )
+        return None if finished else pending
 
     def mark_launch_failed(self, cells: list[Cell], exc: LaunchFailed, session: ServerSession | None) -> None:
         """Mark cells that could not be served. A cell with turns from an earlier launch keeps that launch's
