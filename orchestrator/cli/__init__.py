@@ -289,6 +289,14 @@ def matrix_command(
     allow_drift: Annotated[
         bool, typer.Option("--allow-drift", help="Resume even if stacks/, seeds/, templates or the commit changed.")
     ] = False,
+    executor: Annotated[
+        str | None,
+        typer.Option(help="local (one group after another here) or ray (groups spread over a Ray cluster); "
+                     "default: the matrix's `executor`."),
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (default: RAY_ADDRESS, else a new local cluster).")
+    ] = None,
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
     from orchestrator.core.redact import REDACTED
@@ -327,7 +335,8 @@ def matrix_command(
     started = time.monotonic()
     try:
         guards = recorded_guards(store) if resume is not None else None  # a resume keeps the run's guard set
-        executed = Sweep(matrix, store, console, guards=guards).run()
+        sweep = Sweep(matrix, store, console, guards=guards)
+        executed = _execute(sweep, executor or matrix.executor, address)
     except McpError as exc:
         fail(f"{exc}\nnothing recorded is lost: `orchestrate matrix --resume {store.dir}` once the tool server starts")
     finally:
@@ -335,6 +344,21 @@ def matrix_command(
     finish_run(store, wall_s=round(time.monotonic() - started, 1), resumed=resume is not None)
     console.print(f"{executed} seed run(s) executed in {time.monotonic() - started:.0f}s", highlight=False)
     _print_wide(store.dir)
+
+
+def _execute(sweep: Any, executor: str, address: str | None) -> int:
+    """Run the sweep here, or its server groups on a Ray cluster (Ray imported only then)."""
+    if executor == "local":
+        if address:
+            fail("--address is for --executor ray")
+        return sweep.run()
+    if executor != "ray":
+        fail(f"--executor {executor!r}: local or ray")
+    try:
+        from orchestrator.runner.rayexecutor import RayExecutor
+    except ImportError as exc:
+        fail(f"the Ray executor needs Ray: pip install -e '.[ray]' ({exc})")
+    return RayExecutor(sweep, address).run()
 
 
 @app.command("report")
