@@ -116,6 +116,25 @@ def structure(rows: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
     return Counter((r["cell_id"], r["seed"], r["turn"], tuple(sorted(r))) for r in rows)
 
 
+def server_pids(run_id: str) -> set[int]:
+    """The run's servers alive now, by their PID records."""
+    from orchestrator.serving.launchers import pid_dir
+
+    records_ = [json.loads(path.read_text()) for path in pid_dir().glob("*.json")]
+    return {r["pid"] for r in records_ if r.get("run_id") == run_id and Path(f"/proc/{r['pid']}").exists()}
+
+
+def alive(pids: set[int]) -> set[int]:
+    return {pid for pid in pids if Path(f"/proc/{pid}").exists() and b"zombie" not in _status(pid)}
+
+
+def _status(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/status").read_bytes().lower()
+    except OSError:
+        return b"zombie"
+
+
 def servers_left(run_id: str) -> list[str]:
     """Processes of this run still alive anywhere on this machine (every node of the test cluster is here):
     PID records of the run, and any llama-server whose command line names a port recorded for the run."""
@@ -224,6 +243,8 @@ def test_a_worker_node_killed_mid_group_is_survived_and_resume_reruns_only_the_m
     run, cell = wait_for(lambda: running_group(results), 600, "a group mid-run")
     victim = cell["node"]["ray_node_name"]
     lost_config = cell["stack_label"]
+    serving = server_pids(run.name)
+    assert serving  # the groups' llama-servers, recorded
     cluster.kill_node(victim)
     out = finish(driver)
     before = records(run)
@@ -244,7 +265,7 @@ def test_a_worker_node_killed_mid_group_is_survived_and_resume_reruns_only_the_m
     rerun = {(r["cell_id"], r["seed"]) for r in after[len(before):]}
     assert rerun and not rerun & ended_before  # only the seeds that had not finished
     check_complete_like(run, single_host)
-    assert servers_left(run.name) == []
+    assert servers_left(run.name) == [] and alive(serving) == set()  # the dead node's server too
     fault_counts(f"killed node {victim} after {len(before)} records; resume reran {len(rerun)} seed(s), "
                  f"{len(after) - len(before)} records")  # fmt: skip
 
@@ -257,6 +278,7 @@ def test_a_driver_killed_outright_is_finished_by_resume_with_nothing_duplicated_
     driver = orchestrate(str(matrix_file(tmp_path)), "--executor", "ray", "--address", cluster.address,
                          "--results", str(results))  # fmt: skip
     run, _cell = wait_for(lambda: running_group(results), 600, "a group mid-run")
+    serving = server_pids(run.name)
     driver.kill()  # SIGKILL: no handler runs
     driver.communicate(timeout=60)
     before = records(run)
@@ -266,7 +288,7 @@ def test_a_driver_killed_outright_is_finished_by_resume_with_nothing_duplicated_
         {k: v for k, v in r.items() if k != "superseded"} for r in before
     ]  # every record written before the kill kept, as written
     check_complete_like(run, single_host)
-    assert servers_left(run.name) == []
+    assert serving and servers_left(run.name) == [] and alive(serving) == set()  # orphans removed by the resume
     fault_counts(f"driver SIGKILLed after {len(before)} records; resumed to {len(after)} records")
 
 
@@ -278,16 +300,15 @@ def test_ctrl_c_on_the_driver_stops_every_group_and_leaves_no_server(
     driver = orchestrate(str(matrix_file(tmp_path)), "--executor", "ray", "--address", cluster.address,
                          "--results", str(results))  # fmt: skip
     run, _cell = wait_for(lambda: running_group(results), 600, "a group mid-run")
-    started = {p.name for p in Path("/proc").iterdir() if p.name.isdigit()}
+    serving = wait_for(lambda: server_pids(run.name), 60, "the run's servers recorded")
     driver.send_signal(signal.SIGINT)
     began = time.monotonic()
     out, _ = driver.communicate(timeout=300)
     stopped_s = time.monotonic() - began
     assert driver.returncode != 0, out[-2000:]
-    assert servers_left(run.name) == []
+    assert servers_left(run.name) == [] and alive(serving) == set()
     statuses = {c["status"] for c in cells(run).values()}
-    assert "complete" not in statuses or statuses != {"complete"}  # it stopped before the end
-    assert started  # (the /proc listing worked)
+    assert statuses != {"complete"} and "worker_lost" not in statuses  # stopped before the end; nothing lost
     fault_counts(f"Ctrl-C: driver stopped in {stopped_s:.1f}s, cells {sorted(statuses)}, no server left")
 
 
