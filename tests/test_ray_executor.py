@@ -136,8 +136,9 @@ def _status(pid: int) -> bytes:
 
 
 def servers_left(run_id: str) -> list[str]:
-    """Processes of this run still alive anywhere on this machine (every node of the test cluster is here):
-    PID records of the run, and any llama-server whose command line names a port recorded for the run."""
+    """The run's PID records whose process is still alive, anywhere on this machine (every node of the test
+    cluster is here). The fault tests also check the PIDs they saw serving are dead (`alive`): a record removed
+    without its process killed would pass this check alone."""
     from orchestrator.serving.launchers import pid_dir
 
     left = []
@@ -327,10 +328,14 @@ def test_only_the_executor_imports_ray() -> None:
     assert sorted(set(importers)) == ["orchestrator/runner/rayexecutor.py"]
     code = (
         "import sys\n"
-        "import orchestrator.cli as cli\n"
+        "import orchestrator.cli\n"
+        "from orchestrator.cli.execution import check_executor, execute\n"
         "from orchestrator.runner import sweep, groupsweep, runs\n"
-        "class Stub:\n    def run(self): return 7\n"
-        "assert cli._execute(Stub(), 'local', None) == 7\n"
+        "class Store:\n    data = {}\n    def manifest(self): return self.data\n"
+        "    def update_manifest(self, **kw): self.data.update(kw)\n"
+        "class Stub:\n    store = Store()\n    def run(self): return 7\n"
+        "assert execute(Stub(), check_executor('local', None), None, resumed=False) == 7\n"
+        "assert Stub.store.data == {'executor': {'kind': 'local', 'address': None}}\n"
         "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
@@ -379,6 +384,8 @@ def test_a_group_asks_for_its_stacks_gpus_and_the_custom_resources_of_stack_and_
         ("{slot: -1}", "must be a number"),
         ("{'bad name': 1}", "letters, digits"),
         ("{slot: true}", "must be a number"),
+        ("{slot: 1.5}", "above 1 whole numbers"),
+        ("{slot: 0.00001}", "steps of 0.0001"),
     ],
 )
 def test_bad_resources_are_refused_naming_what(tmp_path: Path, resources: str, message: str) -> None:

@@ -170,6 +170,9 @@ def test_docker_gpu_launch_requests_the_stacks_gpu_count(monkeypatch: pytest.Mon
     assert request["Count"] == spec.launch.gpu_count == 1 and request["Capabilities"] == [["gpu"]]
     DockerHandle(spec, gpu.model_copy(update={"gpu_count": 2}), run_id="t")  # a matrix entry's `gpus: 2`
     assert runs[-1]["device_requests"][0]["Count"] == 2
+    DockerHandle(spec, gpu.model_copy(update={"gpu_count": 2, "gpu_ids": ["3", "5"]}), run_id="t")  # Ray's GPUs
+    (by_id,) = runs[-1]["device_requests"]
+    assert by_id["DeviceIDs"] == ["3", "5"] and not by_id["Count"] and by_id["Capabilities"] == [["gpu"]]
     DockerHandle(spec, gpu.model_copy(update={"host": "cpu"}), run_id="t")
     assert runs[-1]["device_requests"] is None
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -299,44 +299,32 @@ def matrix_command(
     ] = None,
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
-    from orchestrator.core.redact import REDACTED
+    from orchestrator.cli.execution import check_executor, execute, reopen
     from orchestrator.runner.guards import GuardConfigError
-    from orchestrator.runner.matrix import Matrix
     from orchestrator.runner.mcpclient import McpError
-    from orchestrator.runner.runs import DriftError, finish_run, recorded_guards, resume_run, start_run
-    from orchestrator.runner.store import RunStore, StoreError
+    from orchestrator.runner.runs import finish_run, recorded_guards, start_run
     from orchestrator.runner.sweep import Sweep
     from orchestrator.runner.tasks import SuiteError
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
     if resume is not None:
-        try:  # the matrix is checked before the resume changes anything in the run
-            matrix = Matrix.model_validate(RunStore(resume).manifest()["matrix"])
-            if any(REDACTED in arg for stack in matrix.stacks for arg in stack.extra_args):
-                fail(
-                    f"{resume}/manifest.json: the matrix passed a secret in extra_args, which the run did not store; "
-                    "a resume cannot restore it: pass it as `${NAME}` (read from the environment at launch)"
-                )
-            store = resume_run(resume, allow_drift=allow_drift)
-        except (StoreError, DriftError, KeyError) as exc:
-            fail(str(exc))
-        except ValidationError as exc:
-            fail(f"{resume}/manifest.json: its matrix no longer validates: {exc.errors()[0]['msg']}")
+        matrix, store = reopen(resume, allow_drift, lambda m: check_executor(executor or m.executor, address))
     elif matrix_file is not None:
         matrix, digest = _load_matrix(matrix_file)
+        check_executor(executor or matrix.executor, address)  # before the run directory exists
         try:
             store = start_run(matrix, matrix_file, digest, results)
         except (GuardConfigError, SuiteError) as exc:  # checked before the run directory exists
             fail(str(exc))
     else:
         fail("give a matrix file, or --resume RUN_DIR")
+    chosen = executor or matrix.executor
     console.print(f"run {escape(store.run_id)} -> {escape(str(store.dir))}", highlight=False)
     started = time.monotonic()
     try:
         guards = recorded_guards(store) if resume is not None else None  # a resume keeps the run's guard set
-        sweep = Sweep(matrix, store, console, guards=guards)
-        executed = _execute(sweep, executor or matrix.executor, address)
+        executed = execute(Sweep(matrix, store, console, guards=guards), chosen, address, resumed=resume is not None)
     except McpError as exc:
         fail(f"{exc}\nnothing recorded is lost: `orchestrate matrix --resume {store.dir}` once the tool server starts")
     finally:
@@ -344,21 +332,6 @@ def matrix_command(
     finish_run(store, wall_s=round(time.monotonic() - started, 1), resumed=resume is not None)
     console.print(f"{executed} seed run(s) executed in {time.monotonic() - started:.0f}s", highlight=False)
     _print_wide(store.dir)
-
-
-def _execute(sweep: Any, executor: str, address: str | None) -> int:
-    """Run the sweep here, or its server groups on a Ray cluster (Ray imported only then)."""
-    if executor == "local":
-        if address:
-            fail("--address is for --executor ray")
-        return sweep.run()
-    if executor != "ray":
-        fail(f"--executor {executor!r}: local or ray")
-    try:
-        from orchestrator.runner.rayexecutor import RayExecutor
-    except ImportError as exc:
-        fail(f"the Ray executor needs Ray: pip install -e '.[ray]' ({exc})")
-    return RayExecutor(sweep, address).run()
 
 
 @app.command("report")

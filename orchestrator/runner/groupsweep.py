@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import queue
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,12 @@ from orchestrator.runner.serverlog import SERVERS_FILE
 from orchestrator.runner.store import RunStore, now, write_json_atomic
 from orchestrator.runner.streamstore import STREAMS_DIR, StreamStore
 from orchestrator.runner.sweep import Seed, Sweep
+from orchestrator.serving.serverconfig import ServerConfig
 
 Event = tuple[Any, ...]
 Emit = Callable[[Event], None]
-SHIPPED = (("logs", "wb"), (SERVERS_FILE, "ab"), ("tool_calls", "ab"))  # side files: (path, how the driver writes)
+# Side files and how the driver writes them: appended (a resumed group's new log of the same name follows the old).
+SHIPPED = (("logs", "ab"), (SERVERS_FILE, "ab"), ("tool_calls", "ab"))
 PROGRESS_CALLS = frozenset({"add_task", "update", "advance", "seed_done", "cell_done", "line"})
 
 
@@ -80,10 +83,12 @@ class ShardStreams(StreamStore):
     def __init__(self, run_dir: Path, emit: Emit) -> None:
         super().__init__(run_dir)
         self.emit = emit
+        self.in_order = threading.Lock()  # seeds of one cell on threads: events in the order of the lines
 
     def append(self, cell_id: str, record: dict[str, Any]) -> str:
-        ref = super().append(cell_id, record)
-        self.emit(("stream", cell_id, record, ref))
+        with self.in_order:
+            ref = super().append(cell_id, record)
+            self.emit(("stream", cell_id, record, ref))
         return ref
 
 
@@ -121,11 +126,17 @@ class RemoteProgress:
 class GroupSweep(Sweep):
     """The ordinary sweep, for one server group, on a shard; stoppable from another thread (`cancel`)."""
 
-    def __init__(self, *args: Any, emit: Emit, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, emit: Emit, gpu_ids: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.streams.close()
         self.streams = ShardStreams(self.store.dir, emit)
         self.emit = emit
+        self.gpu_ids = gpu_ids
+
+    def server_config(self, plan: ServerPlan) -> ServerConfig:
+        """The group's server on the GPUs Ray gave it (a process inherits them as CUDA_VISIBLE_DEVICES)."""
+        config = super().server_config(plan)
+        return config.model_copy(update={"gpu_ids": self.gpu_ids}) if self.gpu_ids else config
 
     def run_group(self, plan: ServerPlan, pending: dict[str, list[Seed]]) -> int:
         progress = RemoteProgress(self.emit)
@@ -266,8 +277,8 @@ def mark_lost(store: RunStore, matrix: Matrix, plan: ServerPlan, reason: str) ->
     marked = []
     for cell in plan.cells:
         stored = store.read_cell(cell.cell_id) or {}
-        if stored.get("status") in (CellStatus.COMPLETE, CellStatus.LAUNCH_FAILED):
-            continue
+        if stored.get("status") in (CellStatus.COMPLETE, CellStatus.LAUNCH_FAILED, CellStatus.SERVER_DIED):
+            continue  # ended before the loss: its own status says how
         base = stored or cell_config(matrix, cell, None, None, None)
         store.write_cell(
             cell.cell_id, {**base, "status": CellStatus.WORKER_LOST.value, "error": reason, "finished": now()}

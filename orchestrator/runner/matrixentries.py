@@ -78,6 +78,9 @@ def check_resources(value: Any) -> Any:
             raise ValueError(f"resource {name!r} is Ray's own; set GPUs with `gpus` (and host: gpu)")
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount <= 10_000:
             raise ValueError(f"resource {name!r}: amount {amount!r} must be a number in (0, 10000]")
+        # What Ray's .options() accepts (else it raises mid-run): above 1 whole, below in steps of 0.0001.
+        if (amount > 1 and amount != int(amount)) or abs(amount * 10_000 - round(amount * 10_000)) > 1e-6:
+            raise ValueError(f"resource {name!r}: amount {amount!r}: above 1 whole numbers, below 1 steps of 0.0001")
     return value
 
 

@@ -14,11 +14,13 @@ The only module that imports Ray (an optional extra: `pip install -e '.[ray]'`, 
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import shutil
 import tempfile
+import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ from orchestrator.serving.registry import load_stack
 
 CANCEL_GRACE_S = 30.0  # Ctrl-C: how long groups get to stop their servers before their workers are killed
 DRAIN_WAIT_S = 1.0  # a worker holds a drain call this long waiting for its next event
+PLACEMENT_CHECK_S = 30.0  # how often groups waiting for a node are checked against the live nodes
 NAMESPACE = "toolcall-matrix"
 
 
@@ -78,9 +81,12 @@ def fits_somewhere(request: dict[str, Any], nodes: list[dict[str, Any]]) -> bool
 class GroupWorker:
     """A server group on its node: the sweep on a local shard, its events drained by the driver."""
 
-    def __init__(self, matrix: dict[str, Any], manifest: dict[str, Any], guards: list[str]) -> None:
+    def __init__(
+        self, matrix: dict[str, Any], manifest: dict[str, Any], guards: list[str], expected: dict[str, Any]
+    ) -> None:
         self.matrix = Matrix.model_validate(matrix)
         self.manifest = manifest
+        self.expected = expected  # the driver's files (a resume's drift policy already judged them)
         self.guards = frozenset(guards)
         self.events: queue.Queue[Event] = queue.Queue()
         self.sweep: GroupSweep | None = None
@@ -95,33 +101,42 @@ class GroupWorker:
         }
 
     def run(self, server_id: str, pending: dict[str, list[Seed]], files: dict[str, bytes]) -> None:
+        """Run the group; whatever happens, its side files and then ("done", executed, error) are queued last."""
         shard = Path(tempfile.mkdtemp(prefix="toolcall-matrix-shard-")) / self.manifest["run_id"]
-        emit = self.events.put
         executed, error = 0, None
         try:
-            emit(("shard", str(shard)))
-            differences = drift(self.manifest.get("provenance"), fingerprint(git_state()))
-            if differences:  # another checkout on this node: its results would not be the run's
-                raise RuntimeError(f"node {self.node['hostname']} has other files than the run: {differences}")
-            seed_shard(shard, self.manifest, files)
-            (plan,) = [plan for plan in expand(self.matrix) if plan.server_id == server_id]
-            store = ShardStore(shard, emit, self.node)
-            self.sweep = GroupSweep(self.matrix, store, console_for_group(), guards=self.guards, emit=emit)
-            try:
-                if self.cancelled:
-                    raise GroupCancelled("cancelled before it started")
-                executed = self.sweep.run_group(plan, pending)
-            finally:
-                store.close()
+            executed = self._run(shard, server_id, pending, files)
         except GroupCancelled as exc:
             error = f"cancelled: {exc}"
         except BaseException as exc:  # everything reaches the driver as the group's error
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
         finally:
-            for event in shipped_files(shard):
-                emit(event)
-            emit(("done", executed, error))
-            shutil.rmtree(shard.parent, ignore_errors=True)
+            try:
+                for event in shipped_files(shard):
+                    self.events.put(event)
+            except OSError as exc:  # the records went already; the logs are lost, and the driver is told
+                error = f"{error or ''}\nside files not sent: {exc}".strip()
+            finally:
+                self.events.put(("done", executed, error))
+                shutil.rmtree(shard.parent, ignore_errors=True)
+
+    def _run(self, shard: Path, server_id: str, pending: dict[str, list[Seed]], files: dict[str, bytes]) -> int:
+        emit = self.events.put
+        emit(("shard", str(shard)))
+        differences = drift(self.expected, fingerprint(git_state()))
+        if differences:  # another checkout on this node: its results would not be the run's
+            raise RuntimeError(f"node {self.node['hostname']} has other files than the driver: {differences}")
+        seed_shard(shard, self.manifest, files)
+        (plan,) = [plan for plan in expand(self.matrix) if plan.server_id == server_id]
+        store = ShardStore(shard, emit, self.node)
+        gpus = [str(gpu) for gpu in ray.get_gpu_ids()]
+        self.sweep = GroupSweep(self.matrix, store, console_for_group(), guards=self.guards, emit=emit, gpu_ids=gpus)
+        try:
+            if self.cancelled:
+                raise GroupCancelled("cancelled before it started")
+            return self.sweep.run_group(plan, pending)
+        finally:
+            store.close()
 
     def drain(self, timeout_s: float) -> list[Event]:
         return drain(self.events, timeout_s)
@@ -161,15 +176,21 @@ class Group:
     plan: ServerPlan
     actor: Any
     applier: Applier
-    drain_ref: Any = None
-    runs: list[Any] = field(default_factory=list)
+    request: dict[str, Any]
+    run_ref: Any = None
 
 
 def connect(address: str | None) -> None:
-    """Join the cluster at `address` (else RAY_ADDRESS, else a new local one), unless connected already."""
+    """Join the cluster at `address` (else RAY_ADDRESS, else Ray's default: the cluster last started on this
+    machine, or a new local one), unless connected already."""
     if not ray.is_initialized():
         extra = {} if address else {"include_dashboard": False}
         ray.init(address=address, namespace=NAMESPACE, logging_level="WARNING", log_to_driver=False, **extra)
+
+
+def kill(actor: Any) -> None:
+    with contextlib.suppress(RayError, ValueError):  # already dead: nothing to do
+        ray.kill(actor)
 
 
 class RayExecutor:
@@ -178,7 +199,8 @@ class RayExecutor:
     def __init__(self, sweep: Sweep, address: str | None = None) -> None:
         self.sweep = sweep
         self.address = address
-        self.groups: dict[Any, Group] = {}  # by the drain call awaited
+        self.waiting: dict[Any, Group] = {}  # by the drain call awaited
+        self.actors: list[Any] = []  # every actor started: all killed at the end, whatever happened
         self.removed: list[str] = []
 
     def run(self) -> int:
@@ -187,22 +209,26 @@ class RayExecutor:
         self.removed += cleanup_nodes(store.run_id)  # a killed earlier driver's servers, on any node
         done = store.completed_seeds()
         work = [(plan, pending) for plan in expand(matrix) if (pending := self.sweep.pending_of(plan, done))]
-        executed = 0
+        expected = fingerprint(git_state())
         with SweepProgress(self.sweep.console) as progress:
             self.sweep.progress = progress
             try:
                 for plan, pending in work:
-                    self.start_group(plan, pending, progress)
-                executed = self.follow()
+                    self.start_group(plan, pending, progress, expected)
+                return self.follow()
             except BaseException:
                 self.stop_all()
                 raise
             finally:
-                self.removed += cleanup_nodes(store.run_id)
+                for actor in self.actors:
+                    kill(actor)
+                with contextlib.suppress(RayError):  # never hides what ended the run
+                    self.removed += cleanup_nodes(store.run_id)
                 self.sweep.streams.close()
-        return executed
 
-    def start_group(self, plan: ServerPlan, pending: dict[str, list[Seed]], progress: SweepProgress) -> None:
+    def start_group(
+        self, plan: ServerPlan, pending: dict[str, list[Seed]], progress: SweepProgress, expected: dict[str, Any]
+    ) -> None:
         request = group_resources(plan)
         store = self.sweep.store
         if not fits_somewhere(request, ray.nodes()):
@@ -212,23 +238,24 @@ class RayExecutor:
             return
         actor = GroupWorker.options(  # type: ignore[attr-defined]
             num_cpus=request["num_cpus"], num_gpus=request["num_gpus"], resources=request["resources"]
-        ).remote(self.sweep.matrix.model_dump(mode="json"), store.manifest(), sorted(self.sweep.guards))
-        applier = Applier(store, self.sweep.streams, progress, plan.server_id)
-        group = Group(plan, actor, applier)
-        group.runs.append(actor.run.remote(plan.server_id, pending, group_files(store, plan)))
-        group.drain_ref = actor.drain.remote(DRAIN_WAIT_S)
-        self.groups[group.drain_ref] = group
+        ).remote(self.sweep.matrix.model_dump(mode="json"), store.manifest(), sorted(self.sweep.guards), expected)
+        self.actors.append(actor)
+        group = Group(plan, actor, Applier(store, self.sweep.streams, progress, plan.server_id), request)
+        group.run_ref = actor.run.remote(plan.server_id, pending, group_files(store, plan))
+        self.waiting[actor.drain.remote(DRAIN_WAIT_S)] = group
 
     def follow(self, until_s: float | None = None) -> int:
-        """Apply events as they come until every group is done (or `until_s` seconds passed)."""
-        import time
-
-        executed, deadline = 0, None if until_s is None else time.monotonic() + until_s
-        while self.groups and (deadline is None or time.monotonic() < deadline):
-            ready, _ = ray.wait(list(self.groups), num_returns=1, timeout=DRAIN_WAIT_S)
+        """Apply events as they come until every group is done (or `until_s` seconds passed); every
+        `PLACEMENT_CHECK_S`, groups not started that no live node can hold any more are marked lost."""
+        executed, checked = 0, time.monotonic()
+        deadline = None if until_s is None else time.monotonic() + until_s
+        while self.waiting and (deadline is None or time.monotonic() < deadline):
+            ready, _ = ray.wait(list(self.waiting), num_returns=1, timeout=DRAIN_WAIT_S)
             for ref in ready:
-                group = self.groups.pop(ref)
-                executed += self.take(ref, group)
+                executed += self.take(ref, self.waiting[ref])
+            if time.monotonic() - checked >= PLACEMENT_CHECK_S:
+                self.drop_unplaceable()
+                checked = time.monotonic()
         return executed
 
     def take(self, ref: Any, group: Group) -> int:
@@ -236,36 +263,62 @@ class RayExecutor:
         try:
             events = ray.get(ref)
         except RayError as exc:
-            reason = f"the worker running {group.plan.server_id} was lost: {type(exc).__name__}: {str(exc)[:300]}"
-            group.applier.progress.line(f"worker_lost {reason}")
-            mark_lost(self.sweep.store, self.sweep.matrix, group.plan, reason)
-            return group.applier.executed
-        for event in events:
-            group.applier.apply(event)
-        if not group.applier.finished:
-            group.drain_ref = group.actor.drain.remote(DRAIN_WAIT_S)
-            self.groups[group.drain_ref] = group
+            self.waiting.pop(ref)
+            self.lose(group, f"the worker running {group.plan.server_id} was lost: {type(exc).__name__}: {exc}")
             return 0
-        self.finish(group)
-        return group.applier.executed
+        try:
+            for event in events:
+                group.applier.apply(event)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:  # a malformed event: the group, not the run
+            self.waiting.pop(ref)
+            self.lose(group, f"{group.plan.server_id} sent what the driver cannot apply: {exc}")
+            return 0
+        self.waiting.pop(ref)
+        if group.applier.finished:
+            self.finish(group)
+            return group.applier.executed
+        if not events and ray.wait([group.run_ref], timeout=0)[0]:  # ended, yet its last event never came
+            self.lose(group, f"{group.plan.server_id} ended without its last event: {self.run_error(group)}")
+            return 0
+        self.waiting[group.actor.drain.remote(DRAIN_WAIT_S)] = group
+        return 0
+
+    @staticmethod
+    def run_error(group: Group) -> str:
+        try:
+            ray.get(group.run_ref)
+        except RayError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return "no error reported"
+
+    def drop_unplaceable(self) -> None:
+        """A group that never started (no event yet) and that no live node can hold now (its node died while
+        it waited): lost, rather than waited for forever."""
+        nodes = ray.nodes()
+        for ref, group in list(self.waiting.items()):
+            if group.applier.shard_dir is None and not fits_somewhere(group.request, nodes):
+                self.waiting.pop(ref)
+                self.lose(group, f"no live node of the Ray cluster can hold {group.plan.server_id} any more")
+
+    def lose(self, group: Group, reason: str) -> None:
+        reason = reason[:2000]
+        group.applier.progress.line(f"worker_lost {reason.splitlines()[0]}")
+        mark_lost(self.sweep.store, self.sweep.matrix, group.plan, reason)
+        kill(group.actor)
 
     def finish(self, group: Group) -> None:
         applier = group.applier
         for mismatch in applier.mismatches:
             applier.progress.line(f"warning: {mismatch}")
         if applier.error and not applier.error.startswith("cancelled"):
-            reason = f"{group.plan.server_id} failed on its node: {applier.error.strip()[:2000]}"
-            applier.progress.line(f"worker_lost {reason.splitlines()[0]}")
-            mark_lost(self.sweep.store, self.sweep.matrix, group.plan, reason)
-        ray.kill(group.actor)  # its resources go back to the cluster
+            self.lose(group, f"{group.plan.server_id} failed on its node: {applier.error.strip()}")
+            return
+        kill(group.actor)  # its resources go back to the cluster
 
     def stop_all(self) -> None:
-        """Ctrl-C (or any error): cancel every group, apply what they still send, kill what is left."""
-        for group in self.groups.values():
+        """Ctrl-C (or any error): cancel every group, apply what they still send for CANCEL_GRACE_S (the run's
+        `finally` kills every actor after it)."""
+        for group in self.waiting.values():
             group.actor.cancel.remote()
-        try:
-            self.follow(until_s=CANCEL_GRACE_S)
-        finally:
-            for group in self.groups.values():
-                ray.kill(group.actor)
-            self.groups.clear()
+        self.follow(until_s=CANCEL_GRACE_S)
+        self.waiting.clear()

@@ -167,9 +167,12 @@ class Sweep:
         stored = self.store.read_cell(cell.cell_id) or {}
         return not pending[cell.cell_id] and stored.get("status") == CellStatus.COMPLETE
 
+    def server_config(self, plan: ServerPlan) -> ServerConfig:
+        return launch_config(self.matrix, plan)
+
     def run_server(self, plan: ServerPlan, pending: dict[str, list[Seed]], progress: SweepProgress) -> None:
         try:
-            config = launch_config(self.matrix, plan)
+            config = self.server_config(plan)
         except LaunchFailed as exc:
             self.mark_launch_failed([c for c in plan.cells if not self.cell_done(c, pending)], exc, None)
             return

@@ -204,7 +204,9 @@ class DockerHandle(ServerHandle):
         envs = "".join(f" -e {k}={v}" for k, v in (redact_env(self.env) or {}).items())
         self.command = f"docker run --rm{publish}{mounts}{envs} {image_ref} " + " ".join(redact_argv(self.argv) or [])
         gpus = config.gpu_count or spec.launch.gpu_count  # what this server needs (matrix or stack), not every GPU
-        gpu_request = [DeviceRequest(count=gpus, capabilities=[["gpu"]])] if config.host == "gpu" else None
+        # Ray's GPUs for the group, by id: a count alone gives every container on the host GPUs 0..N-1.
+        device = {"device_ids": config.gpu_ids} if config.gpu_ids else {"count": gpus}
+        gpu_request = [DeviceRequest(**device, capabilities=[["gpu"]])] if config.host == "gpu" else None
         try:
             self.container = self._run_container(image_ref, network_mode, ports, volumes, spec, config, gpu_request)
         except BaseException:

@@ -59,6 +59,9 @@ class ServerConfig(BaseModel):
     extra_env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server.")
     ready_timeout_s: float = 600.0
     gpu_count: int | None = Field(None, ge=1, description="GPUs to request; default: the stack's launch.gpu_count.")
+    gpu_ids: list[str] | None = Field(
+        None, description="Docker: these GPUs by id (the Ray executor passes the ones Ray gave the group), not any N."
+    )
 
     @property
     def server_id(self) -> str:
