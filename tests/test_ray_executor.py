@@ -454,3 +454,25 @@ def test_the_driver_applies_a_groups_events_and_refuses_files_outside_the_run(tm
     assert marked == [c.cell_id for c in plan.cells]  # the running one and the never-started one
     assert {run.read_cell(c)["status"] for c in marked} == {"worker_lost"}  # type: ignore[index]
     assert run.read_cell(plan.cells[1].cell_id)["config_sha256"]  # type: ignore[index]  # a full config
+
+
+@pytest.mark.integration
+def test_a_group_no_node_can_hold_is_marked_at_once_naming_what_it_asked_for(
+    tmp_path: Path, cluster: LocalRayCluster
+) -> None:
+    """Ray would wait forever for a resource no node offers: the group's cells are marked worker_lost at the
+    start, naming the request; the other group runs."""
+    path = tmp_path / "pinned.yaml"
+    path.write_text(MATRIX.replace("resources: {server-slot: 1}}", "resources: {server-slot: 1, host:gpu-a100: 1}}", 1)
+                    .replace("modes: [native, text-tools]", "modes: [native]"))  # fmt: skip
+    out = finish(orchestrate(str(path), "--executor", "ray", "--address", cluster.address,
+                             "--results", str(tmp_path / "results")))  # fmt: skip
+    run = run_dir(tmp_path / "results")
+    ran = cells(run)
+    pinned = {cid: c for cid, c in ran.items() if c["stack_label"] == "llamacpp-jinja"}
+    assert {c["status"] for c in pinned.values()} == {"worker_lost"}
+    assert all("host:gpu-a100" in c["error"] and "no node" in c["error"] for c in pinned.values())
+    assert {c["status"] for cid, c in ran.items() if cid not in pinned} == {"complete"}
+    assert not {r["cell_id"] for r in records(run)} & set(pinned) and "worker_lost" in out
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["executor"] == {"kind": "ray", "address": cluster.address}
