@@ -6,31 +6,37 @@
 #
 # Exit status: 0 no regression; 1 a cell regressed (corrected test and interval), became undefined, lost seeds
 # or vanished; 3 no cell could have shown a change (too few seeds for the cells compared); 2 the nightly itself
-# failed (matrix, report or diff could not run). Only one nightly runs at a time per results folder.
+# failed (any step: image refresh, matrix, report, diff, summary; a failure line goes to the summary log) or
+# was misused. 1 and 3 are taken from `orchestrate diff` only when its --json record of the gate owes them and
+# it printed the gate's reason: a crashing diff (a traceback exits 1 too) is a failure, not a regression.
+# Only one nightly runs at a time per results folder.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
 usage: scripts/nightly.sh [--matrix FILE] [--results DIR] [--previous RUN_DIR] [--run RUN_DIR] [--no-refresh]
-  --matrix FILE      matrix to run (default: $NIGHTLY_MATRIX or matrices/full.yaml)
-  --results DIR      where nightly runs live, with latest -> the last one (default: results/nightly)
+  --matrix FILE      matrix to run (default: $NIGHTLY_MATRIX or matrices/full.yaml, in this checkout)
+  --results DIR      where nightly runs live, with latest -> the last one (default: results/nightly, in this checkout)
   --previous RUN     compare against this run instead of DIR/latest
-  --run RUN          reuse this finished run instead of running the matrix (no image refresh)
+  --run RUN          reuse this finished run instead of running the matrix (no image refresh; not the previous run)
   --no-refresh       resolve the images without pulling (stacks with a pinned digest always run the pin)
-extra `orchestrate diff` options: $NIGHTLY_DIFF_ARGS (default: --resamples 10000)
+`orchestrate diff` options: --resamples 10000, then $NIGHTLY_DIFF_ARGS (extra options; a repeated one overrides)
 EOF
 }
 
 abspath() { realpath -m -- "$1"; }
-matrix="${NIGHTLY_MATRIX:-matrices/full.yaml}"
-results="results/nightly"
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+# Options are paths as the caller gives them (against the caller's directory); the defaults, $NIGHTLY_MATRIX
+# included, are paths in this checkout (systemd and cron start here, an interactive caller anywhere).
+matrix="$(cd "$repo" && abspath "${NIGHTLY_MATRIX:-matrices/full.yaml}")"
+results="$repo/results/nightly"
 previous=""
 run=""
 refresh="--refresh"
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --matrix) matrix="$2"; shift 2 ;;
-    --results) results="$2"; shift 2 ;;
+    --matrix) matrix="$(abspath "$2")"; shift 2 ;;
+    --results) results="$(abspath "$2")"; shift 2 ;;
     --previous) previous="$(abspath "$2")"; shift 2 ;;
     --run) run="$(abspath "$2")"; shift 2 ;;
     --no-refresh) refresh=""; shift ;;
@@ -38,12 +44,30 @@ while [[ $# -gt 0 ]]; do
     *) echo "nightly: unknown argument $1" >&2; usage >&2; exit 2 ;;
   esac
 done
-matrix="$(abspath "$matrix")"
-results="$(abspath "$results")"
-cd "$(dirname "$0")/.."
+cd "$repo"
+give_up() {  # the nightly itself failed: say so in the log too, leave latest where it was
+  trap - ERR
+  set +e
+  if [[ $BASHPID != "$$" ]]; then  # in a subshell ($(...)): its parent's failing command says it, once
+    echo "nightly: $1" >&2
+    exit 2
+  fi
+  local line
+  line="$(date -u +%FT%TZ) nightly FAILED (exit 2): $1"
+  echo "$line" >&2
+  echo "$line" >>"$results/summary.log" || echo "nightly: cannot write $results/summary.log" >&2
+  exit 2
+}
+# Any failing command is the nightly's failure (exit 2 and a summary line), never a `set -e` exit with the
+# command's own status (1 would read as a regression); -E: in functions and subshells as well.
+set -E
+trap 'give_up "line $LINENO: $BASH_COMMAND (exit $?)"' ERR
+
 orchestrate="${ORCHESTRATE:-$PWD/.venv/bin/orchestrate}"
 python="${NIGHTLY_PYTHON:-$PWD/.venv/bin/python}"
-read -r -a diff_args <<<"${NIGHTLY_DIFF_ARGS:---resamples 10000}"
+# The defaults, then the caller's extra options (a repeated option's last value wins: they can override).
+read -r -a extra_diff_args <<<"${NIGHTLY_DIFF_ARGS:-}"
+diff_args=(--resamples 10000 "${extra_diff_args[@]}")
 export COLUMNS="${COLUMNS:-200}"  # the diff table names each cell in its row (CI logs are 80 columns otherwise)
 
 mkdir -p "$results"
@@ -60,6 +84,10 @@ if [[ -n "$previous" && ! -f "$previous/manifest.json" ]]; then
   echo "nightly: previous run $previous has no manifest.json" >&2
   exit 2
 fi
+if [[ -n "$previous" && -n "$run" && "$(readlink -f "$previous")" == "$(readlink -f "$run")" ]]; then
+  echo "nightly: --run $run is the previous night itself (${results}/latest or --previous): nothing to compare" >&2
+  exit 2
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -69,11 +97,6 @@ import json, sys
 value = json.load(open(sys.argv[1])).get(sys.argv[2])
 print("" if value is None else value if isinstance(value, str) else json.dumps(value, indent=2))
 PY
-}
-
-give_up() {  # the nightly itself failed: say so in the log too, leave latest where it was
-  echo "$(date -u +%FT%TZ) nightly FAILED (exit 2): $1" | tee -a "$results/summary.log" >&2
-  exit 2
 }
 
 if [[ -z "$run" ]]; then
@@ -87,30 +110,42 @@ if [[ -z "$run" ]]; then
   [[ $(wc -w <<<"$made") == 1 ]] || give_up "cannot tell which run the matrix made in $results: '$made'"
   run="$results/$made"
   "$orchestrate" images --record "$work/images.json" --into "$run" >/dev/null || give_up "cannot record images"
-elif [[ -z "$(manifest_field "$run" images)" ]]; then
-  # A reused run without an image record: what the engine holds now (no pull), said as such.
-  run_matrix="$(manifest_field "$run" matrix_file)"
-  "$orchestrate" images --matrix "$run_matrix" ${previous:+--previous "$previous"} --into "$run" >/dev/null \
-    || give_up "cannot record images into $run"
+else
+  recorded_images="$(manifest_field "$run" images)"
+  if [[ -z "$recorded_images" ]]; then
+    # A reused run without an image record: what the engine holds now (no pull), said as such.
+    run_matrix="$(manifest_field "$run" matrix_file)"
+    "$orchestrate" images --matrix "$run_matrix" ${previous:+--previous "$previous"} --into "$run" >/dev/null \
+      || give_up "cannot record images into $run"
+  fi
 fi
 out="$run/nightly"
 mkdir -p "$out"
 "$orchestrate" report "$run" >"$out/report.log" 2>&1 || give_up "orchestrate report $run failed (see $out/report.log)"
 manifest_field "$run" images >"$out/images.json"
-"$orchestrate" images --record "$out/images.json" | tee "$out/images.txt"
+"$orchestrate" images --record "$out/images.json" | tee "$out/images.txt" || give_up "cannot read back the image record"
 
 status=0
 if [[ -n "$previous" ]]; then
-  set +e
   "$orchestrate" diff "$previous" "$run" --fail-on-regression --require-power "${diff_args[@]}" \
-    >"$out/diff.txt" 2>"$out/diff.err"
-  status=$?
-  set -e
+    >"$out/diff.txt" 2>"$out/diff.err" || status=$?
   cat "$out/diff.txt" "$out/diff.err"
   case $status in
-    0|1|3) "$orchestrate" diff "$previous" "$run" --json "${diff_args[@]}" >"$out/diff.json" ;;
-    *) give_up "orchestrate diff failed: $(tail -1 "$out/diff.err")" ;;
+    0|1|3) ;;
+    *) give_up "orchestrate diff exited $status: $(tail -1 "$out/diff.err")" ;;
   esac
+  "$orchestrate" diff "$previous" "$run" --json "${diff_args[@]}" >"$out/diff.json"
+  # 1 and 3 are the gate's only when the diff printed the gate's reason and its own record owes that status:
+  # a crash (a traceback exits 1 as well) is the nightly's failure, not a regression.
+  owed="$("$python" scripts/nightly_summary.py --gate-status "$out/diff.json")"
+  said=""
+  case $status in
+    1) said="--fail-on-regression: failed:" ;;
+    3) said="--require-power: failed:" ;;
+  esac
+  if [[ "$owed" != "$status" ]] || { [[ -n "$said" ]] && ! grep -qF -- "$said" "$out/diff.err"; }; then
+    give_up "orchestrate diff exited $status, but its gate owes $owed: $(tail -1 "$out/diff.err")"
+  fi
 fi
 "$python" scripts/nightly_summary.py "$run" --status "$status" ${previous:+--diff "$out/diff.json" --previous "$previous"} \
   >"$out/summary.txt"

@@ -1,8 +1,10 @@
 """The nightly (issue 16, part 4): the GitHub workflow passes actionlint (and actionlint rejects broken ones),
 the systemd units verify, the cron line parses, the image refresh records what the engine says (and says
-plainly what it cannot resolve), and `scripts/nightly.sh` end to end on CPU: tonight's real run of
+plainly what it cannot resolve, and a release version never comes from a base image's label), and
+`scripts/nightly.sh`: its exit statuses on reused runs (0, 1 from the gate, 3 without power, 2 for any failing
+step, a crashing diff included, each with its summary line), and end to end on CPU: tonight's real run of
 matrices/nightly-cpu.yaml against the committed "last night" (tests/fixtures/nightly/, one cell planted
-better than tonight can be) exits 1 naming that cell, and against the same night without the plant exits 0.
+better than tonight can be) exits 1 naming that cell, and against that night's own unplanted records exits 0.
 The matrix runs once: the second comparison reuses tonight's run (`--run`)."""
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orchestrator.cli.images import describe
+from orchestrator.serving.images import VERSION_LABEL, image_record
 from orchestrator.serving.registry import REPO_ROOT, load_stack, stack_names
 from tests.conftest import require
 
@@ -79,7 +83,16 @@ def test_workflow_does_what_the_issue_asks() -> None:
     assert steps["actions/checkout@v4"]
     assert "scripts/nightly.sh" in steps["Nightly (images, matrix, report, diff)"]["run"]
     assert "matrices/full.yaml" in job["env"]["MATRIX"]
-    assert "nightly-run" in steps["Previous night's run"]["run"]  # yesterday's artifact is today's previous
+    # Yesterday's artifact of the same matrix on the same branch is today's previous; only that step has a token.
+    previous = steps["Previous night's run"]
+    assert "GH_TOKEN" not in job["env"] and previous["env"]["GH_TOKEN"] == "${{ github.token }}"
+    assert [name for name, step in steps.items() if "GH_TOKEN" in (step.get("env") or {})] == ["Previous night's run"]
+    assert previous["env"]["BRANCH"] == "${{ github.ref_name }}" and "head_branch == env.BRANCH" in previous["run"]
+    assert previous["env"]["ARTIFACT"] == "${{ steps.names.outputs.run }}" and '"$ARTIFACT"' in previous["run"]
+    names = steps["Artifact names"]["run"]
+    assert 'echo "run=nightly-run-${name' in names and "$MATRIX" in names
+    kept = steps["Keep tonight's run for tomorrow's diff"]["with"]["name"]
+    assert kept == previous["env"]["ARTIFACT"]  # what tonight keeps is what tomorrow looks for
     assert steps["Upload the report"]["uses"].startswith("actions/upload-artifact@")
     assert steps["Gate"]["run"].strip().endswith('exit "${STATUS:-2}"')
 
@@ -121,8 +134,67 @@ def test_every_image_has_a_release_notes_link() -> None:
             assert link and link.startswith("https://github.com/") and "{" not in link, (name, image.tag)
     llamacpp = load_stack("llamacpp").release_notes
     assert llamacpp and llamacpp.version_of("server-cuda-b11312") == "b11312"
-    assert llamacpp.version_of("server-cuda", label="b12000") == "b12000"  # the image's own label wins
+    assert llamacpp.version_of("server-cuda", label="b12000") == "b12000"  # a floating tag: a release label says
+    assert llamacpp.version_of("server-cuda-b11312", label="b12000") == "b11312"  # the tag comes first
     assert llamacpp.version_of("server-cuda") is None  # a floating tag names no release: no link, not a guess
+
+
+@pytest.mark.parametrize("stack", ["vllm", "ollama", "llamacpp", "sglang"])
+def test_an_inherited_ubuntu_label_is_not_a_release(stack: str) -> None:
+    """Ubuntu base images label themselves org.opencontainers.image.version 22.04 / 24.04 and images built on
+    them inherit it: the tag's version stands, and a floating tag with such a label has no known release."""
+    notes = load_stack(stack).release_notes
+    assert notes is not None
+    for tag in (image.tag for image in load_stack(stack).images.values()):
+        assert notes.version_of(tag, label="24.04") == notes.version_of(tag) is not None, tag
+    for label in ("22.04", "24.04"):
+        assert notes.version_of("latest", label=label) is None
+        assert notes.link(notes.version_of("latest", label=label)) is None
+
+
+class FakeImage:
+    def __init__(self, label: str | None) -> None:
+        self.id = "sha256:" + "1" * 64
+        self.attrs = {"RepoDigests": ["vllm/vllm-openai@sha256:" + "2" * 64]}
+        self.labels = {VERSION_LABEL: label} if label else {}
+
+
+class FakeEngine:
+    """The docker SDK client as image_record uses it: pull and get one image with the given version label."""
+
+    def __init__(self, label: str | None) -> None:
+        self.images = self
+        self.label = label
+        self.pulled: list[tuple[str, str]] = []
+
+    def pull(self, repository: str, tag: str) -> None:
+        self.pulled.append((repository, tag))
+
+    def get(self, reference: str) -> FakeImage:
+        return FakeImage(self.label)
+
+
+@pytest.mark.parametrize(
+    ("override", "label", "version"),
+    [
+        ("vllm/vllm-openai:latest", "22.04", None),  # floating tag, inherited base label: unknown
+        ("vllm/vllm-openai:latest", None, None),
+        ("vllm/vllm-openai:latest", "v0.33.1", "v0.33.1"),  # floating tag, the image labels its release
+        ("vllm/vllm-openai:v0.32.0", "24.04", "v0.32.0"),  # the tag's version, not the base's
+    ],
+)
+def test_a_floating_tag_records_its_digest_and_a_release_only_when_known(
+    override: str, label: str | None, version: str | None
+) -> None:
+    engine = FakeEngine(label)
+    record = image_record(engine, load_stack("vllm"), "gpu", override, refresh=True, previous=[])
+    assert engine.pulled == [tuple(override.split(":"))]
+    assert (record.status, record.new_digest, record.refreshed) == ("resolved", "sha256:" + "2" * 64, True)
+    assert (record.version, record.version_label) == (version, label)
+    expected = f"https://github.com/vllm-project/vllm/releases/tag/{version}" if version else None
+    assert record.release_notes == expected
+    line = describe({**record.model_dump(mode="json"), "changed": record.changed, "identity": record.identity})
+    assert (f"release notes: {expected}" if version else "release unknown (tag 'latest' names none") in line
 
 
 def orchestrate(*args: str) -> subprocess.CompletedProcess[str]:
@@ -163,8 +235,10 @@ def fixture_copy(tmp_path: Path, name: str) -> Path:
     return target
 
 
-def nightly(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(NIGHTLY), *args], capture_output=True, text=True, env=ENV, timeout=3600)
+def nightly(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(NIGHTLY), *args], capture_output=True, text=True, env={**ENV, **(env or {})}, timeout=3600
+    )
 
 
 def test_nightly_reuses_a_run_and_finds_the_previous_night(tmp_path: Path) -> None:
@@ -185,16 +259,127 @@ def test_nightly_reuses_a_run_and_finds_the_previous_night(tmp_path: Path) -> No
     assert (second / "report" / "index.html").is_file() and (second / "nightly" / "diff.json").is_file()
 
 
+def rewrite_cell(run: Path, cell_id: str, **fields: object) -> None:
+    """Set fields on every turn record of one cell (the other records stay as they are)."""
+    records = [{**r, **fields} if r["cell_id"] == cell_id else r for r in turns_of(run)]
+    (run / "turns.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_nightly_exit_1_is_the_gate_and_names_its_cells(tmp_path: Path) -> None:
+    """Reused runs: tonight's copy has the planted all-valid cell back at 0% (every seed), so the gate fails on
+    it: exit 1, and the summary names the cell the diff's own record of the gate (`gate_failures`) names."""
+    last, tonight = fixture_copy(tmp_path, "a"), fixture_copy(tmp_path, "b")
+    rewrite_cell(tonight, PLANTED_CELL, **ORIGINAL)
+    done = nightly("--results", str(tmp_path / "results"), "--previous", str(last), "--run", str(tonight))
+    assert done.returncode == 1, done.stdout + done.stderr
+    diff = json.loads((tonight / "nightly" / "diff.json").read_text())
+    assert diff["gate_failures"] == [{"cell_id": PLANTED_CELL, "reason": "regression", "n_lost_seeds": 0}]
+    assert diff["resamples"] == 10000
+    summary = (tonight / "nightly" / "summary.txt").read_text()
+    assert "nightly REGRESSION (exit 1): " in summary
+    assert f"(3 cells, holm): regressed: {PLANTED_CELL} regression" in summary
+    assert "-100.0 pts [-100.0, -100.0] p_adj 0.0234" in summary
+
+
+def crashing(tmp_path: Path, variable: str, words: str) -> dict[str, str]:
+    """ORCHESTRATE (or NIGHTLY_PYTHON) for nightly.sh: the real program, except that a call whose arguments
+    contain `words` dies with a traceback and exit 1, as a crash does (and as the gate's failure does)."""
+    real = {"ORCHESTRATE": str(REPO_ROOT / ".venv" / "bin" / "orchestrate"), "NIGHTLY_PYTHON": sys.executable}
+    script = tmp_path / variable.lower()
+    script.write_text(
+        "#!/usr/bin/env bash\n"
+        f'if [[ " $* " == *" {words} "* ]]; then\n'
+        '  echo "Traceback (most recent call last):" >&2; echo "ZeroDivisionError: planted" >&2; exit 1\n'
+        "fi\n"
+        f'exec {real[variable]} "$@"\n'
+    )
+    script.chmod(0o755)
+    return {variable: str(script)}
+
+
+FAILURES = {
+    # the diff the gate reads crashes: its exit 1 is no regression (the --json diff says the gate passes)
+    "diff crashes": ("ORCHESTRATE", "--fail-on-regression", "orchestrate diff exited 1, but its gate owes 0"),
+    # steps guarded by nothing but the ERR trap: the --json diff, the manifest read in a function, the summary
+    "json diff crashes": ("ORCHESTRATE", "--json", '--json "${diff_args[@]}" > "$out/diff.json" (exit 1)'),
+    "manifest read crashes": ("NIGHTLY_PYTHON", "images", 'manifest_field "$run" images'),
+    "summary crashes": ("NIGHTLY_PYTHON", "--status", "scripts/nightly_summary.py"),
+    # a step inside a pipeline (images --record | tee)
+    "image record crashes": ("ORCHESTRATE", "--record", "cannot read back the image record"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAILURES))
+def test_nightly_any_failing_step_is_exit_2_with_a_summary_line(tmp_path: Path, name: str) -> None:
+    variable, words, said = FAILURES[name]
+    last, tonight = fixture_copy(tmp_path, "a"), fixture_copy(tmp_path, "b")
+    results = tmp_path / "results"
+    (results / "latest").parent.mkdir()
+    (results / "latest").symlink_to(last)
+    env = crashing(tmp_path, variable, words)
+    done = nightly("--results", str(results), "--run", str(tonight), env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = (results / "summary.log").read_text().splitlines()
+    assert "nightly FAILED (exit 2): " in line and said in line, line
+    assert (results / "latest").resolve() == last.resolve()  # latest stays where it was
+
+
+def test_nightly_a_diff_against_a_corrupt_previous_night_is_exit_2(tmp_path: Path) -> None:
+    last, tonight = fixture_copy(tmp_path, "a"), fixture_copy(tmp_path, "b")
+    with (last / "turns.jsonl").open("a") as turns:
+        turns.write("{not json\n")
+    results = tmp_path / "results"
+    done = nightly("--results", str(results), "--previous", str(last), "--run", str(tonight))
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = (results / "summary.log").read_text().splitlines()
+    assert "nightly FAILED (exit 2): orchestrate diff exited 2: " in line
+    assert not (results / "latest").exists()
+
+
+def test_nightly_exit_3_without_power_and_extra_diff_options_extend_the_defaults(tmp_path: Path) -> None:
+    """$NIGHTLY_DIFF_ARGS adds to the defaults (--resamples 10000 stays): --alpha 0.001 leaves no compared cell
+    able to pass Holm over 3 cells with 8 seeds (3 * 2/256 = 0.023): exit 3, said in the summary."""
+    last, tonight = fixture_copy(tmp_path, "a"), fixture_copy(tmp_path, "b")
+    results = tmp_path / "results"
+    args = ("--results", str(results), "--previous", str(last), "--run", str(tonight))
+    done = nightly(*args, env={"NIGHTLY_DIFF_ARGS": "--alpha 0.001"})
+    assert done.returncode == 3, done.stdout + done.stderr
+    diff = json.loads((tonight / "nightly" / "diff.json").read_text())
+    assert (diff["alpha"], diff["resamples"], diff["gate_failures"]) == (0.001, 10000, [])
+    summary = (tonight / "nightly" / "summary.txt").read_text()
+    assert "nightly NO POWER (exit 3)" in summary
+    assert "no single-cell change can reach corrected significance" in summary
+    assert (results / "latest").resolve() == tonight.resolve()
+
+
+def test_nightly_refuses_to_compare_a_run_with_itself(tmp_path: Path) -> None:
+    run = fixture_copy(tmp_path, "a")
+    results = tmp_path / "results"
+    assert nightly("--results", str(results), "--run", str(run)).returncode == 0  # the first night: latest
+    done = nightly("--results", str(results), "--run", str(run))
+    assert done.returncode == 2 and "is the previous night itself" in done.stderr, done.stdout + done.stderr
+
+
 def turns_of(run: Path, cell_id: str | None = None) -> list[dict]:
     records = [json.loads(line) for line in (run / "turns.jsonl").read_text().splitlines() if line.strip()]
     return [r for r in records if cell_id is None or r["cell_id"] == cell_id]
 
 
-def unplant(last_night: Path, tonight: Path) -> None:
-    """Last night without the plant: the planted cell's records replaced by what tonight's run recorded for it
-    (every other cell stays last night's real records)."""
-    kept = [r for r in turns_of(last_night) if r["cell_id"] != PLANTED_CELL] + turns_of(tonight, PLANTED_CELL)
-    (last_night / "turns.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+# What the planted cell's 8 records said in the real run the fixture was made from: tests/fixtures/nightly/README.md
+# says the plant set `outcome` and `detail` and nothing else (calls stayed [], the call stayed in the text).
+ORIGINAL = {"outcome": "unparseable_text", "detail": "parse:call_in_text"}
+
+
+def unplant(last_night: Path) -> None:
+    """Last night's own records without the plant. The original turns.jsonl was not kept beside the fixture, so
+    the planted cell's records are restored by undoing the plant the fixture's README documents (two fields,
+    ORIGINAL); every other record is the real run's, untouched. Not tonight's records: the comparison is a real
+    night against a real night, not a cell against itself."""
+    planted = turns_of(last_night, PLANTED_CELL)
+    assert len(planted) == 8
+    assert all((r["outcome"], r["detail"], r["calls"]) == ("valid_call", None, []) for r in planted)
+    assert all(r["text_calls"] for r in planted)  # the model wrote its call as text: call_in_text
+    rewrite_cell(last_night, PLANTED_CELL, **ORIGINAL)
 
 
 @pytest.mark.integration
@@ -224,8 +409,9 @@ def test_nightly_cpu_flags_the_planted_regression(
     assert release in summary
     assert (tonight / "report" / "index.html").is_file()
     assert summary.strip() in (results / "summary.log").read_text()
-    # Without the plant, the same night (reused, not rerun) passes the gate; `latest` is found by default.
-    unplant(last_night, tonight)
+    # Against last night's own unplanted records, the same night (reused, not rerun) passes the gate; `latest`
+    # is found by default.
+    unplant(last_night)
     (results / "latest").unlink()
     (results / "latest").symlink_to(last_night)
     done = nightly("--results", str(results), "--run", str(tonight))

@@ -22,6 +22,7 @@ none (a stack that now refuses every request), `became_defined` the reverse, els
 figure (`own_mean_a`/`own_mean_b`, over all its defined seeds) stands beside the paired means. Cells and seeds
 present in one side only are listed, never dropped silently; `n_lost_seeds` counts the seeds defined in A that
 are undefined or absent in B (a partial collapse the paired statistics cannot see: the gate fails on it).
+The release gate's rule lives in analysis/diffgate.py; its outcome is recorded here (`gate_failures`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from orchestrator.analysis.diffconfig import ConfigChange, compare_configs, stack_label, within_key
+from orchestrator.analysis.diffgate import GateFailure, gate_failures, power_failure
 from orchestrator.analysis.diffstats import (
     FLOAT_NOISE,
     PERMUTATION_TEST,
@@ -129,6 +131,8 @@ class RunDiff(BaseModel):
     improvements: int
     became_undefined: int
     became_defined: int
+    gate_failures: list[GateFailure]  # why --fail-on-regression fails (analysis/diffgate.py); empty: it passes
+    power_failure: str | None  # why --require-power fails; None: a compared cell could show a change
 
 
 def load_run(run_dir: Path) -> RunData:
@@ -312,6 +316,7 @@ def _summarise(
     settings = options.settings
     cells = [compare_cell(label, run_a, a, run_b, b, settings) for label, a, b in pairs]
     compared = decide(cells, options.correction, options.alpha)
+    detectable, note = any(cell.detectable for cell in cells), min_seeds_note(cells, compared, options)
     return RunDiff(
         run_a=run_a.run_id,
         run_b=run_b.run_id,
@@ -323,8 +328,8 @@ def _summarise(
         rng_seed=settings.rng_seed,
         confidence=settings.confidence,
         n_compared=compared,
-        any_detectable=any(cell.detectable for cell in cells),
-        min_seeds_note=min_seeds_note(cells, compared, options),
+        any_detectable=detectable,
+        min_seeds_note=note,
         cells=cells,
         only_in_a=only[0],
         only_in_b=only[1],
@@ -332,6 +337,8 @@ def _summarise(
         improvements=sum(cell.verdict == "improvement" for cell in cells),
         became_undefined=sum(cell.verdict == "became_undefined" for cell in cells),
         became_defined=sum(cell.verdict == "became_defined" for cell in cells),
+        gate_failures=gate_failures(cells, only[0]),
+        power_failure=power_failure(detectable, note),
     )
 
 

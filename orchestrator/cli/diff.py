@@ -14,6 +14,7 @@ from rich import box
 from rich.table import Table
 
 from orchestrator.analysis.diff import CORRECTIONS, CellDiff, DiffError, RunDiff, diff_runs, diff_within
+from orchestrator.analysis.diffgate import gate_reasons
 from orchestrator.cli import app, console, err_console, fail
 from orchestrator.core.stats import FEW_SEEDS_THRESHOLD, BootstrapSettings
 
@@ -169,38 +170,14 @@ def _footer(result: RunDiff, wide: bool) -> list[str]:
     return lines + _cell_lines(result, wide) + _detectability(result)  # last: the tail of a CI log shows it
 
 
-def gate_failures(result: RunDiff) -> list[str]:
-    """Why the release gate (--fail-on-regression) fails, one phrase per reason; empty when it passes. A cell
-    that became undefined (B refuses what A served), that lost seeds A had defined (a partial collapse: the
-    paired seeds left may look unchanged), or that is gone from B is no pass."""
-    reasons = []
-    if result.regressions:
-        reasons.append(f"{result.regressions} regression(s)")
-    if result.became_undefined:
-        reasons.append(f"{result.became_undefined} cell(s) became undefined (no defined seed in B)")
-    lost = [cell for cell in result.cells if cell.n_lost_seeds]
-    if lost:
-        named = ", ".join(f"{cell.cell_id} ({cell.n_lost_seeds})" for cell in lost)
-        reasons.append(f"{len(lost)} cell(s) lost seeds defined in A (undefined or missing in B): {named}")
-    if result.only_in_a:
-        reasons.append(f"{len(result.only_in_a)} cell(s) only in A (missing from B)")
-    return reasons
-
-
-def power_failure(result: RunDiff) -> str | None:
-    """Why --require-power fails: no compared cell is detectable; None when one is."""
-    if result.any_detectable:
-        return None
-    return result.min_seeds_note or "no cell has a seed defined in both runs to compare"
-
-
 def _exit_status(result: RunDiff, fail_on_regression: bool, require_power: bool) -> None:
-    """A failed gate (exit 1) before missing power (exit 3): a known failure outranks an inconclusive diff."""
-    reasons = gate_failures(result) if fail_on_regression else []
+    """A failed gate (exit 1) before missing power (exit 3): a known failure outranks an inconclusive diff. The
+    gate's rule is analysis/diffgate.py's, recorded in the diff (`gate_failures`, `power_failure`; --json)."""
+    reasons = gate_reasons(result.gate_failures) if fail_on_regression else []
     if reasons:
         err_console.print(f"--fail-on-regression: failed: {'; '.join(reasons)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
-    reason = power_failure(result) if require_power else None
+    reason = result.power_failure if require_power else None
     if reason:
         err_console.print(f"--require-power: failed: {reason}", highlight=False, soft_wrap=True)
         raise typer.Exit(NO_POWER_EXIT)

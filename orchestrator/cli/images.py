@@ -57,10 +57,17 @@ def resolve_matrix(matrix_path: Path, *, refresh: bool, previous: list[dict[str,
     return {"resolved_at": now(), "matrix_file": str(matrix_path), "refresh": refresh, "entries": entries}
 
 
+def release_unknown(entry: dict[str, Any]) -> str:
+    """What to say when no release could be told (a floating tag whose image labels no release of the stack)."""
+    label = entry.get("version_label")
+    seen = f"; its version label {label!r} is not one of this stack's releases" if label else ""
+    return f" release unknown (tag {entry.get('tag')!r} names none{seen})"
+
+
 def describe(entry: dict[str, Any]) -> str:
     """One line per image, saying plainly what could not be resolved and what changed since last night."""
     head = f"{entry['stack']} ({entry['host']}) {entry['image']}: "
-    notes = f" release notes: {entry['release_notes']}" if entry.get("release_notes") else ""
+    notes = f" release notes: {entry['release_notes']}" if entry.get("release_notes") else release_unknown(entry)
     if entry["status"] == "unresolved":
         return head + f"NOT RESOLVED ({entry.get('reason')}); no digest recorded"
     ident = entry.get("identity")

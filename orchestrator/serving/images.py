@@ -1,5 +1,7 @@
 """Which image each Docker-launched stack config runs, read from the Docker engine: its registry digest (after
 an optional pull of the tag: the nightly's refresh), its image id, its release version and release-notes link.
+The version is the tag's (stackspec.ReleaseNotes.version_of); a floating tag (`latest`) falls back on the
+image's version label only where it looks like a release of that stack, else the version is unknown (None).
 
 A morning regression should name the release that caused it, so each record carries the digest the previous
 night ran (`old_digest`, from that run's manifest, else the digest stacks/*.yaml pins) beside tonight's. Nothing
@@ -37,7 +39,8 @@ class ImageRecord(BaseModel):
     old_source: str | None = None  # "previous run" | "stacks pin" | None
     new_digest: str | None = None  # the registry digest the tag resolves to now
     image_id: str | None = None
-    version: str | None = None
+    version: str | None = None  # the release: the tag's, else a version label that matches the stack's pattern
+    version_label: str | None = None  # the image's org.opencontainers.image.version as is (often the base OS's)
     release_notes: str | None = None
     status: Status
     reason: str | None = None  # why unresolved, or what a local build is
@@ -92,7 +95,7 @@ def resolve(client: Any, ref: ImageRef, *, refresh: bool) -> dict[str, Any]:
         reason = f"could not {verb} {ref.tagged}: {str(exc).strip()[:300]}"
         return {"status": "unresolved", "reason": reason, "refreshed": False}
     digest = repo_digest(image, ref.repository)
-    found: dict[str, Any] = {"image_id": image.id, "version": (image.labels or {}).get(VERSION_LABEL)}
+    found: dict[str, Any] = {"image_id": image.id, "version_label": (image.labels or {}).get(VERSION_LABEL)}
     if ref.local_build:
         reason = "built on this machine: no registry digest (the image id identifies it)"
         return {**found, "status": "local_build", "new_digest": digest, "reason": reason}
@@ -131,8 +134,8 @@ def image_record(
     found = resolve(client, ref, refresh=refresh)
     old = previous_digest(previous, spec.name, host)
     pin = None if override else ref.digest
-    notes = spec.release_notes
-    version = notes.version_of(ref.tag, found.get("version")) if notes else found.get("version")
+    notes = spec.release_notes  # no release_notes: no way to tell a release from a base image's label
+    version = notes.version_of(ref.tag, found.get("version_label")) if notes else None
     return ImageRecord(
         stack=spec.name,
         host=host,
@@ -143,7 +146,8 @@ def image_record(
         old_digest=old or pin,
         old_source="previous run" if old else ("stacks pin" if pin else None),
         release_notes=notes.link(version) if notes else None,
-        **{**found, "version": version},
+        version=version,
+        **found,
     )
 
 

@@ -42,9 +42,11 @@ class ImageRef(_Strict):
 
 class ReleaseNotes(_Strict):
     """Where the stack's release notes live, so a nightly that sees a new image digest can name the release.
-    The version comes from the image's OCI label `org.opencontainers.image.version` when it has one, else from
-    its tag through `version_pattern` (first group): a tag like `server-cuda-b11312` carries more than the
-    version, and a floating tag none."""
+    The version comes from the image's tag through `version_pattern` (first group: a tag like
+    `server-cuda-b11312` carries more than the version); only when the tag names none (a floating tag such as
+    `latest`) from the image's OCI label `org.opencontainers.image.version`, and then only if the label matches
+    the same pattern: Ubuntu base images label themselves 22.04 / 24.04 and images built on them (vllm-openai,
+    ollama, llama.cpp's server-cuda) inherit that label, which names the base, not the release."""
 
     url: str = Field(description="URL template with {version}, e.g. https://github.com/o/r/releases/tag/{version}.")
     version_pattern: str = Field(description="Regex on the image tag whose first group is the release's version.")
@@ -64,11 +66,13 @@ class ReleaseNotes(_Strict):
         return value
 
     def version_of(self, tag: str, label: str | None = None) -> str | None:
-        """The release version: the image's own version label, else the tag's match; None when neither says."""
-        if label:
-            return label
-        match = re.search(self.version_pattern, tag)
-        return match.group(1) if match else None
+        """The release version: the tag's match, else the image's version label's match (a label the pattern
+        does not match, e.g. an inherited Ubuntu 24.04, is not a release); None when neither says."""
+        for text in (tag, label):
+            match = re.search(self.version_pattern, text) if text else None
+            if match:
+                return match.group(1)
+        return None
 
     def link(self, version: str | None) -> str | None:
         return self.url.format(version=version) if version else None
