@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -107,14 +108,15 @@ def summarise(arms: dict[str, list[dict[str, Any]]], imports: dict[str, list[flo
 
 def write(summary: dict[str, Any], arms: dict[str, list[dict[str, Any]]], base: str, commit: str) -> None:
     OUT_DIR.mkdir(exist_ok=True)
-    (OUT_DIR / "executor.json").write_text(json.dumps({"base": base, "now": commit, **summary, "runs": arms}, indent=1))
+    record = {"base": base, "now": commit, "cpus": os.cpu_count(), **summary, "runs": arms}
+    (OUT_DIR / "executor.json").write_text(json.dumps(record, indent=1))
     med, low = summary["median_s"], summary["min_s"]
     lines = [
         "# The executor's cost on a single-host run (benchmarks/bench_executor.py)",
         "",
-        f"`orchestrate matrix` (subprocess, whole command), llama-server b11312 process, smollm2-135m, 4 cells, "
-        f"greedy; {len(arms['now'])} alternating pairs on 2 CPUs. before: {base} (no executor); now: {commit} "
-        "(executor: local, the default).",
+        f"`orchestrate matrix` (subprocess, whole command), llama-server b11312 process, smollm2-135m, 2 cells x "
+        f"2 seeds, greedy; {len(arms['now'])} alternating pairs on {os.cpu_count()} CPUs. before: {base} (no "
+        f"executor); now: {commit} (executor: local, the default).",
         "",
         "| arm | median s | min s | records per run | ray imported |",
         "|---|---|---|---|---|",

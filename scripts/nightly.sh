@@ -122,6 +122,11 @@ fi
 out="$run/nightly"
 mkdir -p "$out"
 "$orchestrate" report "$run" >"$out/report.log" 2>&1 || give_up "orchestrate report $run failed (see $out/report.log)"
+# Cells a lost Ray node or worker left unfinished are the night's infrastructure, not a regression: exit 2.
+lost="$("$python" -c 'import json, pathlib, sys
+print(" ".join(sorted(p.stem for p in pathlib.Path(sys.argv[1], "cells").glob("*.json")
+                      if json.loads(p.read_text()).get("status") == "worker_lost")))' "$run")"
+[[ -z "$lost" ]] || give_up "cells worker_lost (a Ray node or worker lost; resume the run, then --run it): $lost"
 manifest_field "$run" images >"$out/images.json"
 "$orchestrate" images --record "$out/images.json" | tee "$out/images.txt" || give_up "cannot read back the image record"
 

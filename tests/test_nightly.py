@@ -336,6 +336,20 @@ def test_nightly_a_diff_against_a_corrupt_previous_night_is_exit_2(tmp_path: Pat
     assert not (results / "latest").exists()
 
 
+def test_nightly_cells_a_lost_worker_left_are_exit_2_not_a_regression(tmp_path: Path) -> None:
+    """A run whose Ray node died under a group (cells worker_lost) is the night's infrastructure failing: exit 2
+    naming the cells, no diff, latest left where it was."""
+    last, tonight = fixture_copy(tmp_path, "a"), fixture_copy(tmp_path, "b")
+    lost = sorted((tonight / "cells").glob("*.json"))[0]
+    lost.write_text(json.dumps({**json.loads(lost.read_text()), "status": "worker_lost", "error": "node gone"}))
+    results = tmp_path / "results"
+    done = nightly("--results", str(results), "--previous", str(last), "--run", str(tonight))
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = (results / "summary.log").read_text().splitlines()
+    assert "nightly FAILED (exit 2)" in line and "worker_lost" in line and lost.stem in line
+    assert not (tonight / "nightly" / "diff.json").exists() and not (results / "latest").exists()
+
+
 def test_nightly_exit_3_without_power_and_extra_diff_options_extend_the_defaults(tmp_path: Path) -> None:
     """$NIGHTLY_DIFF_ARGS adds to the defaults (--resamples 10000 stays): --alpha 0.001 leaves no compared cell
     able to pass Holm over 3 cells with 8 seeds (3 * 2/256 = 0.023): exit 3, said in the summary."""
@@ -419,3 +433,25 @@ def test_nightly_cpu_flags_the_planted_regression(
     summary = (tonight / "nightly" / "summary.txt").read_text()
     assert f"vs {last_night.name}" in summary and "no cell regressed" in summary
     assert (results / "latest").resolve() == tonight
+
+
+def test_a_pinned_image_is_blamed_by_its_pin_and_each_image_has_its_own_previous_night() -> None:
+    """A stack with a pinned digest runs the pin: that is its identity (what the tag resolves to now is only a
+    re-pin to consider), so a re-pushed tag is no image change; and a matrix running one stack from two images
+    compares each with its own previous record."""
+    from orchestrator.serving.images import ImageRecord, previous_digest
+
+    pin, tag_now = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    record = ImageRecord(
+        stack="vllm", host="gpu", image="vllm/vllm-openai:v0.32.0", repository="vllm/vllm-openai", tag="v0.32.0",
+        pinned_digest=pin, old_digest=pin, new_digest=tag_now, status="resolved",
+    )  # fmt: skip
+    assert record.identity == pin and record.changed is False
+    assert record.model_copy(update={"old_digest": tag_now}).changed is True
+    nights = [
+        {"stack": "vllm", "host": "gpu", "image": "vllm/vllm-openai:v0.32.0", "new_digest": "sha256:a"},
+        {"stack": "vllm", "host": "gpu", "image": "vllm/vllm-openai:latest", "new_digest": "sha256:b"},
+    ]
+    assert previous_digest(nights, "vllm", "gpu", "vllm/vllm-openai:latest") == "sha256:b"
+    assert previous_digest(nights, "vllm", "gpu", "vllm/vllm-openai:v0.32.0") == "sha256:a"
+    assert previous_digest(nights, "vllm", "gpu", "vllm/vllm-openai:v0.40.0") is None

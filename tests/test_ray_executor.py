@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -334,7 +335,9 @@ def test_only_the_executor_imports_ray() -> None:
         "class Store:\n    data = {}\n    def manifest(self): return self.data\n"
         "    def update_manifest(self, **kw): self.data.update(kw)\n"
         "class Stub:\n    store = Store()\n    def run(self): return 7\n"
-        "assert execute(Stub(), check_executor('local', None), None, resumed=False) == 7\n"
+        "chosen = check_executor(None, None, type('M', (), {'executor': 'local'})(), None)\n"
+        "assert chosen == ('local', None)\n"
+        "assert execute(Stub(), *chosen, resumed=False) == 7\n"
         "assert Stub.store.data == {'executor': {'kind': 'local', 'address': None}}\n"
         "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"
     )
@@ -419,13 +422,17 @@ def test_the_driver_applies_a_groups_events_and_refuses_files_outside_the_run(tm
     run.create({"run_id": "r1", "matrix": {}})
     events: queue.Queue[Any] = queue.Queue()
     shard_dir = tmp_path / "node" / "r1"
-    seed_shard(shard_dir, {"run_id": "r1", "matrix": {}}, {"turns.jsonl": b""})
+    other = plan.cells[1].cell_id  # a cell an earlier run (another host) served once: that launch stays its own
+    earlier = {"cell_id": other, "status": "running", "launches": [{"reason": "initial", "node": None}]}
+    seed_shard(shard_dir, {"run_id": "r1", "matrix": {}}, {"turns.jsonl": b"",
+                                                            f"cells/{other}.json": json.dumps(earlier).encode()})
     node = {"hostname": "n1", "ray_node_name": "worker-a", "ray_node_id": "abc"}
     shard, streams = ShardStore(shard_dir, events.put, node), ShardStreams(shard_dir, events.put)
     cell = plan.cells[0].cell_id
     events.put(("shard", str(shard_dir)))
     shard.write_cell(cell, {"cell_id": cell, "status": "running", "launches": [{"server": {
         "log_path": str(shard_dir / "logs" / "x.log")}}]})  # fmt: skip
+    shard.write_cell(other, {**earlier, "launches": [*earlier["launches"], {"reason": "restart"}]})
     ref = streams.append(cell, {"events": [1, 2]})
     record = TurnRecord(
         run_id="r1", cell_id=cell, seed="ops-00", turn=0, model="m", stack="llamacpp", stack_config="c",
@@ -444,16 +451,23 @@ def test_the_driver_applies_a_groups_events_and_refuses_files_outside_the_run(tm
     assert stored is not None and stored["node"] == node
     assert stored["launches"][0]["node"]["ray_node_name"] == "worker-a"
     assert stored["launches"][0]["server"]["log_path"] == str(run.dir / "logs" / "x.log")
+    resumed = run.read_cell(other)
+    assert resumed is not None and resumed["launches"][0]["node"] is None  # not stamped with this node
+    assert resumed["launches"][1]["node"]["ray_node_name"] == "worker-a"
     assert (run.dir / "streams").is_dir() and (shard_dir / "turns.jsonl").read_text().count("\n") == 1
     with pytest.raises(ValueError, match="outside the run"):
         applier.apply(("file", "../../escape.txt", b"x", "wb"))
     assert not (tmp_path / "escape.txt").exists()
     applier.apply(("done", 3, None))
     assert applier.finished and applier.executed == 3
+    run.write_cell(other, {**resumed, "status": "server_died"})  # ended before the loss: kept as it is
     marked = mark_lost(run, matrix, plan, "node gone")
-    assert marked == [c.cell_id for c in plan.cells]  # the running one and the never-started one
-    assert {run.read_cell(c)["status"] for c in marked} == {"worker_lost"}  # type: ignore[index]
-    assert run.read_cell(plan.cells[1].cell_id)["config_sha256"]  # type: ignore[index]  # a full config
+    assert marked == [cell]
+    assert run.read_cell(cell)["status"] == "worker_lost" and run.read_cell(other)["status"] == "server_died"  # type: ignore[index]
+    run.write_cell(other, {**resumed, "status": "running"})
+    (tmp_path / "run" / "r1" / "cells" / f"{cell}.json").unlink()  # never started: a full config is written
+    assert mark_lost(run, matrix, plan, "node gone") == [cell, other]
+    assert run.read_cell(cell)["config_sha256"]  # type: ignore[index]
 
 
 @pytest.mark.integration
@@ -476,3 +490,27 @@ def test_a_group_no_node_can_hold_is_marked_at_once_naming_what_it_asked_for(
     assert not {r["cell_id"] for r in records(run)} & set(pinned) and "worker_lost" in out
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["executor"] == {"kind": "ray", "address": cluster.address}
+
+
+def test_a_resume_runs_on_the_executor_the_run_last_recorded() -> None:
+    """A plain `--resume` of a Ray run stays on Ray (and its address); a given executor wins; a run from before
+    executors were recorded falls back to its matrix's."""
+    from orchestrator.cli.execution import recorded_executor
+
+    manifest = {"executor": {"kind": "ray", "address": "10.0.0.1:6379"}, "resumes": [{"at": "t"}]}
+    assert recorded_executor(manifest) == {"kind": "ray", "address": "10.0.0.1:6379"}
+    manifest["resumes"].append({"at": "t2", "executor": {"kind": "local", "address": None}})
+    assert recorded_executor(manifest)["kind"] == "local"
+    assert recorded_executor({"matrix": {}}) == {}
+    import typer
+
+    from orchestrator.cli.execution import check_executor
+
+    ray_matrix, local_matrix = SimpleNamespace(executor="ray"), SimpleNamespace(executor="local")
+    ray_run = {"executor": {"kind": "ray", "address": "10.0.0.1:6379"}}
+    assert check_executor("local", None, ray_matrix, ray_run) == ("local", None)  # given: it wins
+    assert check_executor(None, None, local_matrix, {"executor": {"kind": "local"}}) == ("local", None)
+    assert check_executor(None, None, local_matrix, {}) == ("local", None)  # nothing recorded: the matrix's
+    for bad in (("slurm", None), ("local", "10.0.0.1:6379")):
+        with pytest.raises(typer.Exit):
+            check_executor(*bad, local_matrix, None)

@@ -308,23 +308,22 @@ def matrix_command(
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
-    if resume is not None:
-        matrix, store = reopen(resume, allow_drift, lambda m: check_executor(executor or m.executor, address))
+    if resume is not None:  # the run's own executor unless one is given
+        matrix, store, chosen = reopen(resume, allow_drift, lambda m, run: check_executor(executor, address, m, run))
     elif matrix_file is not None:
         matrix, digest = _load_matrix(matrix_file)
-        check_executor(executor or matrix.executor, address)  # before the run directory exists
+        chosen = check_executor(executor, address, matrix, None)  # before the run directory exists
         try:
             store = start_run(matrix, matrix_file, digest, results)
         except (GuardConfigError, SuiteError) as exc:  # checked before the run directory exists
             fail(str(exc))
     else:
         fail("give a matrix file, or --resume RUN_DIR")
-    chosen = executor or matrix.executor
     console.print(f"run {escape(store.run_id)} -> {escape(str(store.dir))}", highlight=False)
     started = time.monotonic()
     try:
         guards = recorded_guards(store) if resume is not None else None  # a resume keeps the run's guard set
-        executed = execute(Sweep(matrix, store, console, guards=guards), chosen, address, resumed=resume is not None)
+        executed = execute(Sweep(matrix, store, console, guards=guards), *chosen, resumed=resume is not None)
     except McpError as exc:
         fail(f"{exc}\nnothing recorded is lost: `orchestrate matrix --resume {store.dir}` once the tool server starts")
     finally:

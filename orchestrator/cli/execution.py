@@ -16,18 +16,37 @@ from orchestrator.cli import fail
 EXECUTORS = ("local", "ray")
 
 
-def check_executor(executor: str, address: str | None) -> str:
-    """The executor, usable here, or one clear error (exit 2)."""
-    if executor not in EXECUTORS:
-        fail(f"--executor {executor!r}: one of {', '.join(EXECUTORS)}")
-    if executor == "local" and address:
+def recorded_executor(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The executor a run last ran with (its latest resume's, else its own); {} for runs from before it was kept."""
+    for resume in reversed(manifest.get("resumes") or []):
+        if isinstance(resume, dict) and isinstance(resume.get("executor"), dict):
+            return dict(resume["executor"])
+    return dict(manifest.get("executor") or {})
+
+
+def check_executor(
+    executor: str | None, address: str | None, matrix: Any, manifest: dict[str, Any] | None
+) -> tuple[str, str | None]:
+    """The executor and address to use (given, else the run's recorded ones on a resume, else the matrix's),
+    checked usable here, Ray's cluster joined, or one clear error (exit 2): before a run directory exists."""
+    recorded = recorded_executor(manifest) if manifest is not None else {}
+    chosen = executor or recorded.get("kind") or matrix.executor
+    if chosen not in EXECUTORS:
+        fail(f"--executor {chosen!r}: one of {', '.join(EXECUTORS)}")
+    if chosen == "local" and address:
         fail("--address is for --executor ray")
-    if executor == "ray":
-        try:
-            import orchestrator.runner.rayexecutor  # noqa: F401  # Ray imported here and only here
-        except ImportError as exc:
-            fail(f"the Ray executor needs Ray: pip install -e '.[ray]' ({exc})")
-    return executor
+    if chosen == "local":
+        return chosen, None
+    address = address or (recorded.get("address") if not executor or executor == recorded.get("kind") else None)
+    try:
+        from orchestrator.runner.rayexecutor import connect  # Ray imported here and only here
+    except ImportError as exc:
+        fail(f"the Ray executor needs Ray: pip install -e '.[ray]' ({exc})")
+    try:
+        connect(address)
+    except Exception as exc:  # an unreachable cluster: said before anything is made
+        fail(f"cannot join the Ray cluster at {address or 'RAY_ADDRESS / the local default'}: {exc}")
+    return chosen, address
 
 
 def execute(sweep: Any, executor: str, address: str | None, *, resumed: bool) -> int:
@@ -46,23 +65,24 @@ def execute(sweep: Any, executor: str, address: str | None, *, resumed: bool) ->
     return RayExecutor(sweep, address).run()
 
 
-def reopen(resume: Path, allow_drift: bool, check: Callable[[Any], Any]) -> tuple[Any, Any]:
-    """The matrix and store of a run to resume; the matrix (and `check` on it) judged before the resume
-    changes anything in the run."""
+def reopen(resume: Path, allow_drift: bool, check: Callable[[Any, dict[str, Any]], Any]) -> tuple[Any, Any, Any]:
+    """The matrix and store of a run to resume, and what `check(matrix, manifest)` returns: all judged before
+    the resume changes anything in the run."""
     from orchestrator.core.redact import REDACTED
     from orchestrator.runner.matrix import Matrix
     from orchestrator.runner.runs import DriftError, resume_run
     from orchestrator.runner.store import RunStore, StoreError
 
     try:
-        matrix = Matrix.model_validate(RunStore(resume).manifest()["matrix"])
+        manifest = RunStore(resume).manifest()
+        matrix = Matrix.model_validate(manifest["matrix"])
         if any(REDACTED in arg for stack in matrix.stacks for arg in stack.extra_args):
             fail(
                 f"{resume}/manifest.json: the matrix passed a secret in extra_args, which the run did not store; "
                 "a resume cannot restore it: pass it as `${NAME}` (read from the environment at launch)"
             )
-        check(matrix)
-        return matrix, resume_run(resume, allow_drift=allow_drift)
+        checked = check(matrix, manifest)
+        return matrix, resume_run(resume, allow_drift=allow_drift), checked
     except (StoreError, DriftError, KeyError) as exc:
         fail(str(exc))
     except ValidationError as exc:

@@ -59,13 +59,15 @@ class ShardStore(RunStore):
         super().__init__(run_dir)
         self.emit = emit
         self.node = node
+        # Launches the cells had before this group (earlier runs, other hosts): never stamped with this node.
+        self.earlier = {cell["cell_id"]: len(cell.get("launches") or []) for cell in self.read_cells()}
 
     def append_turn(self, record: TurnRecord) -> None:
         super().append_turn(record)
         self.emit(("turn", record.model_dump_json()))
 
     def write_cell(self, cell_id: str, data: dict[str, Any]) -> None:
-        for launch in data.get("launches") or []:  # each start on the node that made it (earlier ones keep theirs)
+        for launch in (data.get("launches") or [])[self.earlier.get(cell_id, 0) :]:  # this node's starts only
             launch.setdefault("node", {k: self.node.get(k) for k in ("hostname", "ray_node_name", "ray_node_id")})
         data = {**data, "node": self.node}
         super().write_cell(cell_id, data)

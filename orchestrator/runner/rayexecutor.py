@@ -149,10 +149,14 @@ class GroupWorker:
 
 @ray.remote(num_cpus=0)
 def clean_node(run_id: str) -> tuple[str, list[str]]:
-    """Remove the run's servers left on this node (by labels and PID records)."""
+    """Remove the run's servers left on this node (by labels and PID records), and the shards of its groups
+    whose workers were killed before they could remove them."""
     from orchestrator.serving.launchers import cleanup
 
-    return host_facts()["hostname"], cleanup(run_id)
+    shards = [path for path in Path(tempfile.gettempdir()).glob(f"toolcall-matrix-shard-*/{run_id}") if path.is_dir()]
+    for shard in shards:
+        shutil.rmtree(shard.parent, ignore_errors=True)
+    return host_facts()["hostname"], [*cleanup(run_id), *(f"shard {shard}" for shard in shards)]
 
 
 def cleanup_nodes(run_id: str, timeout_s: float = 120.0) -> list[str]:
@@ -224,6 +228,8 @@ class RayExecutor:
                     kill(actor)
                 with contextlib.suppress(RayError):  # never hides what ended the run
                     self.removed += cleanup_nodes(store.run_id)
+                for item in self.removed:  # what a lost worker or a killed driver had left
+                    progress.line(f"removed {item}")
                 self.sweep.streams.close()
 
     def start_group(
@@ -266,6 +272,9 @@ class RayExecutor:
             self.waiting.pop(ref)
             self.lose(group, f"the worker running {group.plan.server_id} was lost: {type(exc).__name__}: {exc}")
             return 0
+        return self.take_events(ref, group, events)
+
+    def take_events(self, ref: Any, group: Group, events: list[Event]) -> int:
         try:
             for event in events:
                 group.applier.apply(event)
@@ -277,9 +286,16 @@ class RayExecutor:
         if group.applier.finished:
             self.finish(group)
             return group.applier.executed
-        if not events and ray.wait([group.run_ref], timeout=0)[0]:  # ended, yet its last event never came
-            self.lose(group, f"{group.plan.server_id} ended without its last event: {self.run_error(group)}")
-            return 0
+        if not events and ray.wait([group.run_ref], timeout=0)[0]:  # ended: its last events are queued by now
+            try:
+                events = ray.get(group.actor.drain.remote(0.0))
+            except RayError:
+                events = []
+            if not events:  # ended, yet its last event never came
+                self.lose(group, f"{group.plan.server_id} ended without its last event: {self.run_error(group)}")
+                return 0
+            self.waiting[ref] = group
+            return self.take_events(ref, group, events)
         self.waiting[group.actor.drain.remote(DRAIN_WAIT_S)] = group
         return 0
 

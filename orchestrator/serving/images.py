@@ -37,7 +37,7 @@ class ImageRecord(BaseModel):
     pinned_digest: str | None  # what stacks/*.yaml pins (the run uses the pin when there is one)
     old_digest: str | None = None  # what the previous night ran (digest, or image id of a local build)
     old_source: str | None = None  # "previous run" | "stacks pin" | None
-    new_digest: str | None = None  # the registry digest the tag resolves to now
+    new_digest: str | None = None  # the registry digest the tag resolves to now (pinned: differs -> re-pin available)
     image_id: str | None = None
     version: str | None = None  # the release: the tag's, else a version label that matches the stack's pattern
     version_label: str | None = None  # the image's org.opencontainers.image.version as is (often the base OS's)
@@ -48,8 +48,9 @@ class ImageRecord(BaseModel):
 
     @property
     def identity(self) -> str | None:
-        """What tells two nights' images apart: the registry digest, else (a local build) the image id."""
-        return self.new_digest or self.image_id
+        """What tells two nights' images apart: the image the run used: its pin, else the registry digest its tag
+        resolved to, else (a local build) the image id."""
+        return self.pinned_digest or self.new_digest or self.image_id
 
     @property
     def changed(self) -> bool | None:
@@ -105,11 +106,12 @@ def resolve(client: Any, ref: ImageRef, *, refresh: bool) -> dict[str, Any]:
     return {**found, "status": "resolved", "new_digest": digest, "refreshed": pulled}
 
 
-def previous_digest(previous: list[dict[str, Any]], stack: str, host: str) -> str | None:
-    """The image the previous night recorded for (stack, host): its digest, else its image id."""
+def previous_digest(previous: list[dict[str, Any]], stack: str, host: str, image: str) -> str | None:
+    """The image the previous night ran for (stack, host, image as named): its pin, else its digest, else its
+    image id (a matrix may run one stack from two images: each is compared with its own)."""
     for entry in previous:
-        if entry.get("stack") == stack and entry.get("host") == host:
-            return entry.get("new_digest") or entry.get("image_id")
+        if (entry.get("stack"), entry.get("host"), entry.get("image", image)) == (stack, host, image):
+            return entry.get("pinned_digest") or entry.get("new_digest") or entry.get("image_id")
     return None
 
 
@@ -125,15 +127,16 @@ def image_record(
     """One stack config's image, resolved, with the previous night's digest and the release-notes link."""
     pinned = spec.images.get(host)  # type: ignore[call-overload]
     if override:
-        repository, tag = split_reference(override)
-        ref = ImageRef(repository=repository, tag=tag)
+        name, _, digest = override.partition("@")  # repo[:tag]@sha256:...: a pinned override
+        repository, tag = split_reference(name)
+        ref = ImageRef(repository=repository, tag=tag, digest=digest or None)
     elif pinned is not None:
         ref = pinned
     else:
         raise ValueError(f"stack {spec.name!r} has no {host} image and the matrix names none")
     found = resolve(client, ref, refresh=refresh)
-    old = previous_digest(previous, spec.name, host)
-    pin = None if override else ref.digest
+    old = previous_digest(previous, spec.name, host, ref.tagged)
+    pin = ref.digest
     notes = spec.release_notes  # no release_notes: no way to tell a release from a base image's label
     version = notes.version_of(ref.tag, found.get("version_label")) if notes else None
     return ImageRecord(
