@@ -514,3 +514,23 @@ def test_a_resume_runs_on_the_executor_the_run_last_recorded() -> None:
     for bad in (("slurm", None), ("local", "10.0.0.1:6379")):
         with pytest.raises(typer.Exit):
             check_executor(*bad, local_matrix, None)
+
+
+def test_the_readme_quotes_the_committed_executor_benchmark() -> None:
+    """The README's 'No cost on one host' figures are benchmarks/results/executor.json's, not copied by hand."""
+    result = json.loads((REPO / "benchmarks" / "results" / "executor.json").read_text())
+    readme = (REPO / "README.md").read_text()
+    (bullet,) = [part for part in readme.split("\n- ") if part.startswith("**No cost on one host**")]
+    bullet = " ".join(bullet.split())
+    median, imports = result["median_s"], result["import_median_s"]
+    expected = (
+        f"{len(result['runs']['now'])} alternating pairs on {result['cpus']} CPUs: median {median['before']:.3f} s "
+        f"before, {median['now']:.3f} s now (ratio {result['ratio_of_medians']:.3f}); `import orchestrator.cli` "
+        f"{imports['before']:.3f} s before, {imports['now']:.3f} s now (ratio {result['import_ratio_of_medians']:.3f})"
+    )
+    assert expected in bullet, bullet
+    assert f"({result['base']}, a git worktree)" in bullet
+    walls = {arm: [run["wall_s"] for run in runs] for arm, runs in result["runs"].items()}
+    spans = f"before {min(walls['before']):.3f}–{max(walls['before']):.3f} s, now {min(walls['now']):.3f}–"
+    assert spans in bullet and f"per-pair ratio {result['median_pair_ratio']:.3f}" in bullet
+    assert result["ray_imported"] == {"before": [False], "now": [False]} and "never, in either arm" in bullet
