@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import IN_CI, REPO
+from tests.conftest import REPO, require
 from tests.raycluster import ENV, LocalRayCluster
 
 ORCHESTRATE = str(Path(sys.executable).with_name("orchestrate"))
@@ -58,15 +58,13 @@ def ray_available() -> bool:
 
 
 def require_ray() -> None:
-    if IN_CI:
-        pytest.fail("required for CI but missing: Ray (pip install -e '.[ray]')", pytrace=False)
-    pytest.skip("Ray not installed (pip install -e '.[ray]')")
+    """Ray missing: a failure in CI, a skip elsewhere (conftest.require, the suite's one rule for it)."""
+    require(ray_available(), "Ray not installed (pip install -e '.[ray]')")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, llama_server_binary: str) -> Iterator[LocalRayCluster]:
-    if not ray_available():
-        require_ray()
+    require_ray()
     made = LocalRayCluster(tmp_path_factory.mktemp("ray-logs"))
     try:
         made.start_head()
@@ -359,8 +357,7 @@ def plan_of(text: str, tmp_path: Path) -> Any:
 
 
 def test_a_group_asks_for_its_stacks_gpus_and_the_custom_resources_of_stack_and_models(tmp_path: Path) -> None:
-    if not ray_available():
-        require_ray()
+    require_ray()
     from orchestrator.runner.rayexecutor import fits_somewhere, group_resources
 
     text = MATRIX.replace("resources: {server-slot: 1}}", "resources: {server-slot: 1, host:gpu-a100: 1}}", 1)

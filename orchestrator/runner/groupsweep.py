@@ -29,6 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
+from orchestrator.core.cell import slug
 from orchestrator.core.types import CellStatus, TurnRecord
 from orchestrator.runner import tracing
 from orchestrator.runner.cellconfig import cell_config
@@ -185,7 +186,7 @@ def group_files(store: RunStore, plan: ServerPlan) -> dict[str, bytes]:
     ]
     files = {"turns.jsonl": b"".join(lines)}
     for cell in plan.cells:
-        for name in (f"cells/{cell.cell_id}.json", f"{STREAMS_DIR}/{_slug(cell.cell_id)}.jsonl"):
+        for name in (f"cells/{cell.cell_id}.json", f"{STREAMS_DIR}/{slug(cell.cell_id)}.jsonl"):
             path = store.dir / name
             if path.is_file():
                 files[name] = path.read_bytes()
@@ -200,12 +201,6 @@ def shipped_files(shard: Path) -> list[Event]:
         paths = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root] * root.is_file()
         events += [("file", str(path.relative_to(shard)), path.read_bytes(), mode) for path in paths]
     return events
-
-
-def _slug(cell_id: str) -> str:
-    from orchestrator.core.cell import slug
-
-    return slug(cell_id)
 
 
 class Applier:

@@ -11,9 +11,9 @@ never coerced) within sane caps; a bootstrap takes 1..`MAX_RESAMPLES` resamples 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.core.classify import AUTO_FORMAT, check_call_format
 from orchestrator.core.stats import MAX_RESAMPLES, MAX_RNG_SEED, BootstrapSettings
@@ -84,6 +84,9 @@ def check_resources(value: Any) -> Any:
     return value
 
 
+RayResources = Annotated[dict[str, float], BeforeValidator(check_resources)]  # stack and model entries alike
+
+
 class MatrixDecoding(Decoding):
     """Decoding as a matrix file may set it: counts strict, numbers finite (the sampler itself: chatapi.py)."""
 
@@ -120,15 +123,10 @@ class StackEntry(_Strict):
     gpus: int | None = strict_count(
         None, le=1024, description="GPUs to request (e.g. with --tensor-parallel-size 2); default: the stack's count."
     )
-    resources: dict[str, float] = Field(
+    resources: RayResources = Field(
         default_factory=dict,
         description="Ray executor: custom resources a server of this stack config needs, e.g. {'host:gpu-a100': 1}.",
     )
-
-    @field_validator("resources", mode="before")
-    @classmethod
-    def _resources(cls, value: Any) -> Any:
-        return check_resources(value)
 
     @field_validator("id")
     @classmethod
@@ -202,15 +200,10 @@ class ModelEntry(_Strict):
         AUTO_FORMAT, description="How its text calls are read: auto (every recogniser) or one of textcalls.FORMATS."
     )
 
-    resources: dict[str, float] = Field(
+    resources: RayResources = Field(
         default_factory=dict,
         description="Ray executor: custom resources a server of this model needs (added to its stack config's).",
     )
-
-    @field_validator("resources", mode="before")
-    @classmethod
-    def _resources(cls, value: Any) -> Any:
-        return check_resources(value)
 
     @field_validator("call_format")
     @classmethod
