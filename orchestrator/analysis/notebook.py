@@ -11,31 +11,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired
+from typing import Any
 
 import pandas as pd
 
 from orchestrator.analysis.report import cell_statistics, long_table
 from orchestrator.analysis.report import load_run as load_run_turns
+from orchestrator.core.turnfields import Read, lean_typeddict
 from orchestrator.core.types import Outcome, ToolsMode
 from orchestrator.runner.store import RunStore, counted_turns
-from orchestrator.runner.turnview import TurnView
+from orchestrator.runner.turnview import REPORT_FIELDS
 
-
-class NotebookTurn(TurnView):
-    """The fields of a turn record the `turns` frame holds (the view's, which are checked, plus these)."""
-
-    attempt: NotRequired[Any]
-    model: NotRequired[Any]
-    stack: NotRequired[Any]
-    stack_config: NotRequired[Any]
-    parser: NotRequired[Any]
-    http_status: NotRequired[Any]
-    latency_s: NotRequired[Any]
-    tokens: NotRequired[Any]
-    finish_reason: NotRequired[Any]
-    channel: NotRequired[Any]
-    sample: NotRequired[Any]
+# The fields of a turn record the `turns` frame holds: the view's (which are checked), plus these as they stand.
+NOTEBOOK_EXTRA = ("attempt", "model", "stack", "stack_config", "parser", "http_status", "latency_s", "tokens",
+                  "finish_reason", "channel", "sample")  # fmt: skip
+NotebookTurn = lean_typeddict("NotebookTurn", {**REPORT_FIELDS, **dict.fromkeys(NOTEBOOK_EXTRA, Read(checked=False))})
 
 
 CATEGORIES = ("cell_id", "model", "stack", "stack_config", "parser", "seed", "detail", "end", "call_format",

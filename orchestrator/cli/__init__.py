@@ -13,17 +13,15 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.analysis.views import probe_view, run_summary, stats_view
-from orchestrator.cli.outcomerows import decode_outcome_rows, outcome_frame
+from orchestrator.cli.outcomerows import TurnOutcomeRow, decode_outcome_rows, outcome_frame
 from orchestrator.core.cell import PRIMARY_AXES
 from orchestrator.core.jsonl import InputError, read_jsonl_batches
 from orchestrator.core.stats import MAX_RESAMPLES, MAX_RNG_SEED, BootstrapSettings, cell_table
-from orchestrator.core.types import Outcome, ToolsMode
 from orchestrator.serving.registry import load_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure tool calling per serving stack.")
@@ -34,23 +32,6 @@ err_console = Console(stderr=True)
 def fail(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
-
-
-class TurnOutcomeRow(BaseModel):
-    """The fields `orchestrate stats` needs from a turn record."""
-
-    model_config = ConfigDict(extra="ignore", strict=True)  # a 1.0 turn, a "3" seed attempt: wrong, not coerced
-    stack: str
-    stack_config: str | None = None
-    model: str
-    tools_mode: ToolsMode = Field(strict=False)  # an enum's value as JSON gives it
-    seed: str | int
-    turn: int = Field(ge=0)
-    outcome: Outcome = Field(strict=False)  # one of the six, spelled exactly: `Valid_Call` is refused
-    cell_id: str | None = None
-    seed_attempt: int = Field(0, ge=0)
-    superseded: bool = False
-    end: str | None = None
 
 
 @app.command("stats")

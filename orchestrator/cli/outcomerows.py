@@ -1,36 +1,38 @@
-"""`TurnOutcomeRow` (cli/__init__.py) for msgspec: `orchestrate stats` decodes a million turn records a chunk at
-a time with it (core/jsonl.py `read_jsonl_rows`), skipping every field it does not read. Typed as strictly as
-the pydantic model (no coercion: `"8"` is no turn, `1.0` no seed attempt, `Valid_Call` no outcome); a chunk it
-refuses is read by the pydantic model line by line, which names the line. tests/test_stats_reader.py holds the
-two equal on hostile records."""
+"""The turn-record fields `orchestrate stats` reads, declared once (`STATS_FIELDS`) and derived from `TurnRecord`
+(core/turnfields.py) in two forms: `OutcomeRow`, a TypedDict for msgspec, with which `stats` decodes a million
+turn records a chunk at a time (core/jsonl.py `read_jsonl_rows`), skipping every field it does not read; and
+`TurnOutcomeRow`, the same fields as a strict pydantic model, which reads a chunk msgspec refuses line by line and
+names the line. Both are typed alike from the one declaration (no coercion: `"8"` is no turn, `1.0` no seed
+attempt, `Valid_Call` no outcome); tests/test_scale_readers.py holds the two equal on hostile records."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 import msgspec
 import pandas as pd
 
 from orchestrator.core.cell import PRIMARY_AXES, CellKey
-from orchestrator.core.jsonl import ModeValue, NonNegative, OutcomeValue
+from orchestrator.core.turnfields import Read, lean_model, lean_typeddict
 from orchestrator.core.types import SeedEnd
 
-
-class OutcomeRow(TypedDict):
-    stack: str
-    stack_config: NotRequired[str | None]
-    model: str
-    tools_mode: ModeValue
-    seed: str | int
-    turn: NonNegative
-    outcome: OutcomeValue
-    cell_id: NotRequired[str | None]
-    seed_attempt: NotRequired[NonNegative]
-    superseded: NotRequired[bool]
-    end: NotRequired[str | None]
-
-
+_REQUIRED = Read(required=True)
+STATS_FIELDS: dict[str, Read] = {
+    "stack": _REQUIRED,
+    "stack_config": Read(),
+    "model": _REQUIRED,
+    "tools_mode": _REQUIRED,
+    "seed": Read(required=True, also=(int,)),  # records from outside a matrix run may number their seeds
+    "turn": _REQUIRED,
+    "outcome": _REQUIRED,
+    "cell_id": Read(),  # absent: a record from outside a matrix run (its id comes from its axes)
+    "seed_attempt": Read(nullable=False),
+    "superseded": Read(nullable=False),
+    "end": Read(any_text=True),
+}
+OutcomeRow = lean_typeddict("OutcomeRow", STATS_FIELDS)
+TurnOutcomeRow = lean_model("TurnOutcomeRow", STATS_FIELDS, "The fields `orchestrate stats` needs from a turn record.")
 _DECODER = msgspec.json.Decoder(OutcomeRow)
 
 

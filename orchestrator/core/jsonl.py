@@ -9,19 +9,13 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, Literal, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.core.types import Outcome, ToolsMode
-
 ModelT = TypeVar("ModelT", bound=BaseModel)
-# msgspec types of the record fields the bulk readers check (runner/turnview.py, cli/outcomerows.py): one place.
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-OutcomeValue = Literal[tuple(o.value for o in Outcome)]  # type: ignore[valid-type]  # exactly the six
-ModeValue = Literal[tuple(m.value for m in ToolsMode)]  # type: ignore[valid-type]
 MAX_LINE_BYTES = 64 * 1024 * 1024  # far above any record; a longer line is refused before it fills memory
 
 

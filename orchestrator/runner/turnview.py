@@ -8,60 +8,51 @@ view is a plain dict decoded by msgspec straight from the line's bytes with only
 report reads on a seed's first turn only (`FirstTurnFields`: its first answer, for stream pairs and parallel
 first calls) are decoded for turn-0 lines alone, in a second pass over just those lines.
 
-The fields are typed as strictly as `storedamage.turn_record` checks them; a line that fails here is
-handed to `turn_record` for its exact error message (the one reader of damage), so the view changes how fast a
-good line is read, never which lines are good.
+Both are derived from `TurnRecord` (core/turnfields.py): this module names the fields and how leniently each
+is read, never their types. The fields are typed as strictly as `storedamage.turn_record` checks them; a line
+that fails here is handed to `turn_record` for its exact error message (the one reader of damage), so the view
+changes how fast a good line is read, never which lines are good.
 """
 
-# No `from __future__ import annotations` here: a TypedDict needs its annotations evaluated to tell NotRequired
-# keys apart (`__required_keys__`: the keys storedamage.TURN_KEYS demands of every record).
-from typing import Any, Literal, NotRequired, TypedDict
+from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 import numpy as np
 
-from orchestrator.core.jsonl import NonNegative, OutcomeValue
-from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS
+from orchestrator.core.turnfields import Read, lean_typeddict
 
-KnownVersion = Literal[tuple(sorted(KNOWN_SCHEMA_VERSIONS))]  # type: ignore[valid-type]
-
-
-class TurnView(TypedDict):
-    """The fields of a turn record the report reads on every turn (analysis/report.py and its sections)."""
-
-    cell_id: str
-    seed: str
-    turn: NonNegative
-    outcome: OutcomeValue
-    tools_mode: str
-    schema_version: NotRequired[KnownVersion]  # another version: the line goes to the full reader, which names it
-    seed_attempt: NotRequired[NonNegative | None]
-    end: NotRequired[str | None]
-    superseded: NotRequired[bool]
-    call_format: NotRequired[str | None]
-    constraint_honoured: NotRequired[Any]
-    detail: NotRequired[str | None]
-    flags: NotRequired[list[str] | None]
-    stack_version: NotRequired[str | None]
-    stream: NotRequired[Any]
-    stream_facts: NotRequired[Any]
-    suite: NotRequired[str | None]
-    task_success: NotRequired[Any]
-
-
-class FirstTurnFields(TypedDict):
-    """What the report reads of a seed's first turn beyond `TurnView`: its first answer, how it was drawn, and
-    (parallel suite) what served it."""
-
-    attempt: NotRequired[Any]
-    calls: NotRequired[Any]
-    error: NotRequired[Any]
-    raw_content: NotRequired[Any]
-    sampling_seed: NotRequired[Any]
-    model: NotRequired[Any]  # shown as they are (not checked by either reader)
-    stack_config: NotRequired[Any]
-    parse_path: NotRequired[Any]
-
+_REQUIRED, _SHOWN = Read(required=True), Read(checked=False)  # _SHOWN: read as it stands, shown, never computed on
+# The fields of a turn record the report reads on every turn (analysis/report.py and its sections), and how.
+# storedamage derives the full reader's checks from these: TURN_KEYS (the required ones) and TEXT_OR_NULL.
+REPORT_FIELDS: dict[str, Read] = {
+    "cell_id": _REQUIRED,
+    "seed": _REQUIRED,
+    "turn": _REQUIRED,
+    "outcome": _REQUIRED,
+    "tools_mode": Read(required=True, any_text=True),
+    "schema_version": Read(nullable=False),  # another version: the line goes to the full reader, which names it
+    "seed_attempt": Read(),
+    "end": Read(any_text=True),
+    "superseded": Read(nullable=False),
+    "call_format": Read(),
+    "constraint_honoured": _SHOWN,
+    "detail": Read(),
+    "flags": Read(),
+    "stack_version": Read(),
+    "stream": _SHOWN,
+    "stream_facts": _SHOWN,
+    "suite": Read(),
+    "task_success": _SHOWN,
+}
+# What the report reads of a seed's first turn beyond `TurnView`: its first answer, how it was drawn, and
+# (parallel suite) what served it; shown as they are (not checked by either reader).
+FIRST_TURN_FIELDS: dict[str, Read] = dict.fromkeys(
+    ("attempt", "calls", "error", "raw_content", "sampling_seed", "model", "stack_config", "parse_path"), _SHOWN
+)
+TurnView = lean_typeddict("TurnView", REPORT_FIELDS)
+FirstTurnFields = lean_typeddict("FirstTurnFields", FIRST_TURN_FIELDS)
 
 OFFSET_KEY = "_offset"  # set on each view by the store: where its line starts in turns.jsonl (not a record field)
 VIEW_FIELDS = frozenset(TurnView.__annotations__) | frozenset(FirstTurnFields.__annotations__)
