@@ -27,10 +27,13 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, TurnRecord
+from orchestrator.core.runcontract import VERSIONS_READ_AS_THEY_STAND
+from orchestrator.core.types import TurnRecord
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]  # a count in a record: turn, seed_attempt, attempt, sample
-KnownVersion = Literal[tuple(sorted(KNOWN_SCHEMA_VERSIONS))]  # type: ignore[valid-type]  # a tuple of values
+# The versions a lean reader takes as they stand; a record of another goes to the full reader, which upgrades it
+# (core/runcontract.py READERS) or names its unknown version.
+KnownVersion = Literal[tuple(sorted(VERSIONS_READ_AS_THEY_STAND))]  # type: ignore[valid-type]  # values from data
 VERSION_FIELD = "schema_version"
 
 
@@ -60,7 +63,7 @@ def _record_type(name: str) -> tuple[Any, bool]:
 
 def _lean_base(name: str, read: Read) -> Any:
     """The msgspec type a lean reader checks the field's value against (before `also` and None)."""
-    if name == VERSION_FIELD:  # another version: the line goes to the full reader, which names it
+    if name == VERSION_FIELD:
         return KnownVersion
     base, _ = _record_type(name)
     if isinstance(base, type) and issubclass(base, enum.Enum):

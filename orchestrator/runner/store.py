@@ -39,7 +39,15 @@ from typing import Any, BinaryIO
 import msgspec
 
 from orchestrator.core.jsonl import MAX_LINE_BYTES, read_error
-from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SeedEnd, TurnRecord
+from orchestrator.core.runcontract import (
+    ContractError,
+    RunManifest,
+    SchemaVersionError,
+    check_cell,
+    read_manifest,
+    upgraded,
+)
+from orchestrator.core.types import SeedEnd, TurnRecord
 from orchestrator.runner import storerepair
 from orchestrator.runner.diskfull import append_line, named_writes
 from orchestrator.runner.storedamage import (
@@ -182,12 +190,22 @@ class RunStore:
             problem = f"not a run manifest ({exc})"
         else:
             if isinstance(data, dict) and isinstance(data.get("matrix", {}), dict):
-                return check_schema(str(self.manifest_path), data)
-            problem = "not a run manifest (a JSON object with a `matrix` object is expected)"
+                data = check_schema(str(self.manifest_path), data)
+                try:
+                    read_manifest(str(self.manifest_path), data)  # the contract's types (core/runcontract.py)
+                    return data
+                except ContractError as exc:
+                    problem = str(exc).split(": ", 1)[-1]
+            else:
+                problem = "not a run manifest (a JSON object with a `matrix` object is expected)"
         if not self.recover:
             raise StoreError(f"{self.manifest_path}: {problem}; {MANIFEST_HINT}")
         self.note(Damage(self.manifest_path, None, "no_manifest", f"{problem}; reporting with default settings"))
         return {"run_id": self.run_id, "matrix": {}}
+
+    def run_manifest(self) -> RunManifest:
+        """The manifest as its typed model (the same read and damage policy as `manifest`)."""
+        return RunManifest.model_validate(self.manifest())
 
     def update_manifest(self, **fields: Any) -> None:
         write_json_atomic(self.manifest_path, {**self.manifest(), **fields})
@@ -361,13 +379,18 @@ def _read_cell(path: Path) -> dict[str, Any]:
         raise StoreError(f"{path}: not a cell file ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("cell_id"), str):
         raise StoreError(f"{path}: not a cell file (a JSON object with cell_id is expected)")
-    return check_schema(str(path), data)
+    try:
+        return check_cell(str(path), data)
+    except SchemaVersionError as exc:
+        raise StoreError(str(exc)) from exc
+    except ContractError as exc:
+        raise StoreError(str(exc)) from exc
 
 
 def check_schema(where: str, data: dict[str, Any]) -> dict[str, Any]:
-    """Accept the schema versions this code knows (no field = 1); refuse a newer one with a clear error."""
-    version = data.get("schema_version", 1)
-    if type(version) is not int or version not in KNOWN_SCHEMA_VERSIONS:
-        known = ", ".join(str(v) for v in sorted(KNOWN_SCHEMA_VERSIONS))
-        raise StoreError(f"{where}: schema version {version!r} is unknown to this orchestrator (it reads {known})")
-    return data
+    """`data` in the current version's shape (core/runcontract.py: no field = 1, each older version read by its
+    reader); a version this code does not know is a StoreError naming `where`."""
+    try:
+        return upgraded(where, data)
+    except SchemaVersionError as exc:
+        raise StoreError(str(exc)) from exc
