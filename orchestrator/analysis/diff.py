@@ -49,7 +49,8 @@ from orchestrator.analysis.diffstats import (
     sign_flip_p,
 )
 from orchestrator.core.stats import DEFAULT_BOOTSTRAP, FEW_SEEDS_THRESHOLD, BootstrapSettings, per_seed_fidelity
-from orchestrator.runner.store import RunStore, StoreError, counted_turns
+from orchestrator.runner.rundir import open_run
+from orchestrator.runner.store import StoreError, counted_turns
 
 Correction = Literal["holm", "bh"]
 CORRECTIONS: tuple[str, ...] = ("holm", "bh")
@@ -139,7 +140,7 @@ def load_run(run_dir: Path) -> RunData:
     """A run's cell files and counted turns. Every cell with turns must have its cells/<cell_id>.json."""
     if not run_dir.is_dir():
         raise DiffError(f"{run_dir}: no such run directory")
-    store = RunStore(run_dir)
+    store = open_run(run_dir)
     try:
         store.manifest()
         if not store.turns_path.is_file():

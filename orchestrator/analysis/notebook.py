@@ -19,7 +19,8 @@ from orchestrator.analysis.report import cell_statistics, long_table
 from orchestrator.analysis.report import load_run as load_run_turns
 from orchestrator.core.turnfields import Read, lean_typeddict
 from orchestrator.core.types import Outcome, ToolsMode
-from orchestrator.runner.store import RunStore, counted_turns
+from orchestrator.runner.rundir import open_run
+from orchestrator.runner.store import counted_turns
 from orchestrator.runner.turnview import REPORT_FIELDS
 
 # The fields of a turn record the `turns` frame holds: the view's (which are checked), plus these as they stand.
@@ -49,7 +50,7 @@ class LoadedRun:
 
 def load_run(path: str | Path) -> LoadedRun:
     """A run directory (results/<run_id>) as typed DataFrames; StoreError names what cannot be read."""
-    store = RunStore(Path(path))
+    store = open_run(Path(path))
     run = load_run_turns(store)
     long = long_table(store, run=run, stats_by_cell=cell_statistics(run))
     records = store.read_turns(fields=NotebookTurn)

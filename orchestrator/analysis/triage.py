@@ -40,7 +40,8 @@ from orchestrator.core.replyfacts import (
     TEMPLATE_FAILURE_DETAIL,
 )
 from orchestrator.core.types import INELIGIBLE_OUTCOMES, Outcome
-from orchestrator.runner.store import RunStore, StoreError, counted_turns, turn_key
+from orchestrator.runner.rundir import open_run
+from orchestrator.runner.store import StoreError, counted_turns, turn_key
 
 Verdict = Literal[
     "refused", "no_response", "no_parser", "parser_loss", "template_differs", "sampling_differs", "truncated", "model"
@@ -106,7 +107,7 @@ class CellFacts:
 def load_facts(run_dir: Path) -> dict[str, CellFacts]:
     if not (run_dir / "manifest.json").is_file():
         raise TriageError(f"{run_dir}: not a run directory (no manifest.json)")
-    store = RunStore(run_dir)
+    store = open_run(run_dir)
     try:
         table = long_table(store)
         configs = {cell["cell_id"]: cell for cell in store.read_cells()}

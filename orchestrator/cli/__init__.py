@@ -215,11 +215,11 @@ def _print_wide(store_dir: Path) -> None:
     from orchestrator.analysis.htmlreport import INDEX
     from orchestrator.analysis.report import write_report
     from orchestrator.runner.diskfull import named_writes
-    from orchestrator.runner.store import RunStore
+    from orchestrator.runner.rundir import open_run
 
-    store = RunStore(store_dir)
+    store = open_run(store_dir)
     markdown, results = None, []
-    if store.manifest().get("matrix", {}).get("channels"):  # first: index.html shows the channel section
+    if store.run_manifest().channels:  # first: index.html shows the channel section
         from orchestrator.analysis.productreport import write_channel_report
 
         markdown, results, _written = write_channel_report(store)
@@ -332,7 +332,8 @@ def report_command(
     from orchestrator.analysis.drilldown import PAGES_DIR
     from orchestrator.analysis.htmlreport import INDEX
     from orchestrator.analysis.report import write_report
-    from orchestrator.runner.store import RunStore, StoreError
+    from orchestrator.runner.rundir import open_run
+    from orchestrator.runner.store import StoreError
 
     def warn(message: str) -> None:
         err_console.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -341,10 +342,10 @@ def report_command(
     # them), and each collection would walk them all again (a third of the command's time at 1M turns).
     collecting = gc.isenabled()
     gc.disable()
-    store = RunStore(run_dir, recover=allow_damaged, warn=warn)
+    store = open_run(run_dir, recover=allow_damaged, warn=warn)
     try:
         written = []
-        if store.manifest().get("matrix", {}).get("channels"):  # first: index.html shows the channel section
+        if store.run_manifest().channels:  # first: index.html shows the channel section
             from orchestrator.analysis.productreport import write_channel_report
 
             written += write_channel_report(store)[2]

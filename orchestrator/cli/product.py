@@ -18,10 +18,11 @@ def channels_command(run_dir: Annotated[Path, typer.Argument(help="results/<run_
     """The model channel beside the product channel (majority vote per case), and the gates' verdicts."""
     from orchestrator.analysis.gate import format_gate_results
     from orchestrator.analysis.productreport import write_channel_report
-    from orchestrator.runner.store import RunStore, StoreError
+    from orchestrator.runner.rundir import open_run
+    from orchestrator.runner.store import StoreError
 
     try:
-        markdown, results, written = write_channel_report(RunStore(run_dir))
+        markdown, results, written = write_channel_report(open_run(run_dir))
     except StoreError as exc:
         fail(str(exc))
     console.print(markdown, highlight=False, soft_wrap=True)
@@ -38,10 +39,11 @@ def gate_command(
     """Check the run's release gates; exit 1 when one fails (or checked nothing), 2 when none is declared."""
     from orchestrator.analysis.gate import GateError, format_gate_results, gates_passed
     from orchestrator.analysis.productreport import gate_results
-    from orchestrator.runner.store import RunStore, StoreError
+    from orchestrator.runner.rundir import open_run
+    from orchestrator.runner.store import StoreError
 
     try:
-        results = gate_results(RunStore(run_dir))
+        results = gate_results(open_run(run_dir))
     except (StoreError, GateError) as exc:
         fail(str(exc))
     if not results:
@@ -73,8 +75,9 @@ def ablate_command(
     from orchestrator.analysis.productreport import ABLATION_FILE, ablation_report
     from orchestrator.runner.ablation import AblationError, config_matches, open_ablation
     from orchestrator.runner.mcpclient import McpError
+    from orchestrator.runner.rundir import open_run
     from orchestrator.runner.runs import finish_run
-    from orchestrator.runner.store import RunStore, StoreError
+    from orchestrator.runner.store import StoreError
     from orchestrator.runner.sweep import Sweep
     from orchestrator.runner.tasks import SuiteError
     from orchestrator.serving.launchers import install_termination_handler
@@ -95,9 +98,10 @@ def ablate_command(
     finally:
         store.close()
     finish_run(store, wall_s=round(time.monotonic() - started, 1), resumed=resumed)
-    mismatched = config_matches(RunStore(run_dir), store)
+    parent = open_run(run_dir)  # the recorded run the ablation is compared with: its manifest read once
+    mismatched = config_matches(parent, store)
     store.update_manifest(config_mismatch=mismatched)
-    rows, markdown = ablation_report(RunStore(run_dir), store)
+    rows, markdown = ablation_report(parent, store)
     out = store.dir / "report"
     out.mkdir(exist_ok=True)
     (out / "ablation.md").write_text(markdown + "\n")
