@@ -152,12 +152,16 @@ def test_every_older_version_has_a_reader() -> None:
     assert set(READERS) == KNOWN_SCHEMA_VERSIONS - {SCHEMA_VERSION}
 
 
-def test_the_committed_runs_fit_the_typed_models() -> None:
+def test_the_committed_runs_fit_the_typed_models_key_for_key() -> None:
     for directory in committed_runs():
-        manifest = RunManifest.model_validate(json.loads((directory / "manifest.json").read_text()))
+        data = json.loads((directory / "manifest.json").read_text())
+        manifest = RunManifest.model_validate(data)
         assert manifest.run_id == directory.name and manifest.matrix
+        assert set(data) <= set(RunManifest.model_fields), sorted(set(data) - set(RunManifest.model_fields))
         for path in (directory / "cells").glob("*.json"):
-            assert CellFile.model_validate(json.loads(path.read_text())).cell_id == path.stem
+            cell = json.loads(path.read_text())
+            assert CellFile.model_validate(cell).cell_id == path.stem
+            assert set(cell) <= set(CellFile.model_fields), sorted(set(cell) - set(CellFile.model_fields))  # typed
 
 
 def test_a_mistyped_cell_file_is_named(run: Path) -> None:

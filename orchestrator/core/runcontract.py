@@ -102,7 +102,8 @@ class RunManifest(_Recorded):
     resumes: list[JsonObject] | None = None
     images: JsonObject | None = None  # cli/images.py: the images resolved for the run
     ablation: JsonObject | None = None  # an ablation run: its parent and guards
-    executor: JsonObject | None = None
+    executor: JsonObject | None = None  # the executor (local or ray) the run last ran on
+    config_mismatch: list[str] | None = None  # an ablation: its cells whose stack config differs from the parent's
 
     @property
     def channels(self) -> list[str]:
@@ -143,6 +144,45 @@ class CellFile(_Recorded):
     started: str | None = None
     finished: str | None = None
     error: Any = None
+    # What the server was and said (absent or null where a cell never launched).
+    image: str | None = None
+    image_id: str | None = None
+    image_repo_digests: list[Any] | None = None
+    binary: str | None = None
+    binary_version: str | None = None
+    argv: list[Any] | None = None
+    env: JsonObject | None = None
+    base_url: str | None = None
+    capabilities: JsonObject | None = None
+    chat_template_sha256: str | None = None
+    chat_template_source: str | None = None
+    canary: JsonObject | None = None
+    canary_sha256: str | None = None
+    sampling_defaults: JsonObject | None = None
+    raw_template: JsonObject | None = None
+    raw_template_sha256: str | None = None
+    # The model as served.
+    model_path: str | None = None
+    model_digest: str | None = None
+    model_identity: str | None = None
+    model_converted_from: str | None = None
+    quantization: str | None = None
+    # What was sent.
+    template_sha256: str | None = None
+    tool_count: dict[str, int] | None = None
+    tools_sha256: dict[str, str] | None = None
+    tools: JsonObject | None = None
+    decoding: JsonObject | None = None
+    sampler: JsonObject | None = None
+    prompt_cache_policy: JsonObject | None = None
+    server_defaults: JsonObject | None = None
+    turn_cap: int | None = None
+    named_tool: str | None = None
+    stream_fields: JsonObject | None = None
+    stream_timeouts: JsonObject | None = None
+    tool_server: JsonObject | None = None
+    config_sha256: str | None = None
+    timings: JsonObject | None = None
 
 
 def _first_problem(exc: ValidationError) -> str:
