@@ -3,6 +3,7 @@ store reads back, field for field, through every reader of a run; versions old a
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 from pathlib import Path
@@ -185,3 +186,22 @@ def test_a_command_reads_the_manifest_once(run: Path) -> None:
     assert reads == [run / "manifest.json"]
     store.update_manifest(config_mismatch=[])  # a write is read back afresh
     assert store.manifest()["config_mismatch"] == [] and len(reads) == 2
+
+
+# Commands that write into a run directory keep the runner's store: `matrix --resume` (cli/execution.py) and
+# `images --into` (cli/images.py). Every other command reads a run through runner/rundir.py.
+WRITERS = {("cli", "execution.py"), ("cli", "images.py")}
+
+
+def test_analysis_and_cli_open_recorded_runs_through_the_reader() -> None:
+    package = Path(__file__).resolve().parent.parent / "orchestrator"
+    opened = []
+    for folder in ("analysis", "cli"):
+        for path in sorted((package / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                called = node.func if isinstance(node, ast.Call) else None
+                name = getattr(called, "id", None) or getattr(called, "attr", None)
+                if name == "RunStore":
+                    opened.append((folder, path.name, node.lineno))
+    assert {(folder, name) for folder, name, _ in opened} <= WRITERS, opened
+    assert opened, "the writers' own opening is found: the check sees RunStore calls"

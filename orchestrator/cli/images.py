@@ -16,6 +16,7 @@ import typer
 
 from orchestrator.cli import app, console, err_console, fail
 from orchestrator.runner.matrixfile import MatrixError, load_matrix
+from orchestrator.runner.rundir import open_run
 from orchestrator.runner.store import RunStore, StoreError, now
 from orchestrator.serving.images import ImageRecord, engine_client, image_record
 from orchestrator.serving.registry import load_stack
@@ -28,7 +29,7 @@ def _previous_images(previous: Path | None) -> list[dict[str, Any]]:
     if previous is None:
         return []
     try:
-        recorded = RunStore(previous).manifest().get(MANIFEST_KEY) or {}
+        recorded = open_run(previous).manifest().get(MANIFEST_KEY) or {}
     except StoreError as exc:
         fail(f"--previous: {exc}")
     return list(recorded.get("entries") or []) if isinstance(recorded, dict) else []

@@ -184,7 +184,13 @@ class ToolExecution(BaseModel):
 
 
 class TurnRecord(BaseModel):
-    """One assistant response inside a seed's agent loop, recorded before it is acted on."""
+    """One assistant response inside a seed's agent loop, recorded before it is acted on.
+
+    The one definition of a turn record (core/runcontract.py: the run directory's contract). Every record written
+    carries `schema_version` (the current one): a reader never guesses a version from which keys a line has; a
+    line without it was written before the field existed and is version 1. The lean readers (report view,
+    notebook, `stats`) are derived from these fields by core/turnfields.py. A new field with a version bump
+    needs a reader for the older version there (runcontract.READERS)."""
 
     schema_version: int = SCHEMA_VERSION
     run_id: str
