@@ -157,14 +157,25 @@ def _validator(key: str) -> tuple[Validator | None, str | None]:
     return (None, problem) if problem else (LinearValidator(schema), None)
 
 
-def arguments_error(schema: Mapping[str, Any], arguments: Any) -> ValidationError | str | None:
-    """The first error of `arguments` against `schema` (by path), None when valid, or a string saying the
-    schema itself is unusable. Never raises on arguments."""
+def _validator_for(schema: Mapping[str, Any]) -> tuple[Validator | None, str | None]:
     try:  # keys in the schema's own order: it decides which error comes first at one path (required, then extra)
         key = json.dumps(schema, default=str)
     except (TypeError, ValueError, RecursionError):
-        return "schema is not JSON"
-    validator, problem = _validator(key)
+        return None, "schema is not JSON"
+    return _validator(key)
+
+
+def linear_validator(schema: Mapping[str, Any]) -> Validator | None:
+    """The linear-time validator for `schema`, or None when the schema is unusable (`schema_problem`). Every
+    check of model-written arguments goes through it (or `arguments_error`), so that no caller matches a
+    schema's patterns with backtracking `re`; `evolve(schema=part)` checks a part with the root's "$ref"s."""
+    return _validator_for(schema)[0]
+
+
+def arguments_error(schema: Mapping[str, Any], arguments: Any) -> ValidationError | str | None:
+    """The first error of `arguments` against `schema` (by path), None when valid, or a string saying the
+    schema itself is unusable. Never raises on arguments."""
+    validator, problem = _validator_for(schema)
     if validator is None:
         return problem
     errors = islice(validator.iter_errors(arguments), MAX_ERRORS)  # a huge wrong list: not a million errors
