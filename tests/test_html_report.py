@@ -187,7 +187,7 @@ def test_model_output_is_escaped_and_cut(tmp_path: Path) -> None:
     assert not [a for t, a in elements.tags if t in ("script", "img", "b", "i")]  # shown as text, never as tags
     shown = "".join(elements.pre_text)
     assert "</pre><script>alert(1)</script><img src=x onerror=alert(2)>" in shown
-    assert "<b>bold</b>" in shown
+    assert '<b>bold</b>' in shown
     text = page.read_text(encoding="utf-8")
     cut = len(first["raw_content"]) - drilldown.RAW_CHARS
     assert f"… {cut} more characters" in text
