@@ -101,12 +101,6 @@ def turn_record(raw: bytes) -> dict[str, Any]:
     return record
 
 
-def split_lines(data: bytes) -> tuple[list[bytes], bytes]:
-    """The complete lines of a file (each ended by `\\n`) and what follows the last `\\n` (b"" if nothing)."""
-    lines = data.split(b"\n")
-    return lines[:-1], lines[-1]
-
-
 Decode = Callable[[bytes], Any]
 
 
