@@ -20,8 +20,10 @@ from orchestrator.core.types import Outcome, ToolsMode
 ModelT = TypeVar("ModelT", bound=BaseModel)
 # msgspec types of the record fields the bulk readers check (runner/turnview.py, cli/outcomerows.py): one place.
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-OutcomeValue = Literal[tuple(o.value for o in Outcome)]  # type: ignore[valid-type]  # exactly the six
-ModeValue = Literal[tuple(m.value for m in ToolsMode)]  # type: ignore[valid-type]
+# Literals built from the enums at import time (exactly their values, for msgspec to check): mypy accepts only
+# values written out, hence the ignores.
+OutcomeValue = Literal[tuple(o.value for o in Outcome)]  # type: ignore[valid-type]  # built from Outcome
+ModeValue = Literal[tuple(m.value for m in ToolsMode)]  # type: ignore[valid-type]  # built from ToolsMode
 MAX_LINE_BYTES = 64 * 1024 * 1024  # far above any record; a longer line is refused before it fills memory
 
 

@@ -65,8 +65,7 @@ def content_text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts
-        parts = [p.get("text") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
-        return "".join(parts)
+        return "".join(text for p in content if isinstance(p, Mapping) and isinstance(text := p.get("text"), str))
     try:
         return json.dumps(content, default=str)
     except (RecursionError, ValueError):  # nested past what the encoder walks: no text, not a crash

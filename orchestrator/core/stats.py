@@ -242,8 +242,8 @@ def cells_stats(cells: Sequence[CellInput], settings: BootstrapSettings = DEFAUL
     """`cell_stats` of many cells, their bootstrap intervals drawn in one batch (`bootstrap_mean_intervals`):
     each result is the one-cell call's."""
     parts = _cells_parts(cells, settings)
-    defined = [index for index, (_common, fidelities) in enumerate(parts) if fidelities is not None]
-    intervals = dict(zip(defined, bootstrap_mean_intervals([parts[i][1] for i in defined], settings), strict=True))
+    defined = {index: fidelities for index, (_common, fidelities) in enumerate(parts) if fidelities is not None}
+    intervals = dict(zip(defined, bootstrap_mean_intervals(list(defined.values()), settings), strict=True))
     results = []
     for index, (common, fidelities) in enumerate(parts):
         if fidelities is None:

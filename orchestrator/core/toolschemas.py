@@ -127,7 +127,7 @@ def schema_problem(schema: Any) -> str | None:
     except Exception:  # a `$schema` that is no URI string (a number, a list) breaks the lookup itself
         return f"names no usable metaschema ('$schema': {_short(schema.get('$schema'))})"
     try:
-        checker.check_schema(schema)
+        checker.check_schema(dict(schema))  # a Mapping that may not be a dict: jsonschema's signature wants one
     except SchemaError as exc:
         return f"is not a valid JSON Schema: at {exc.json_path}: {_short(exc.message)[1:-1]}"
     except (RecursionError, ValueError, TypeError) as exc:

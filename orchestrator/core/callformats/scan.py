@@ -66,7 +66,7 @@ def mask_fences(text: str, keep: frozenset[str], replacement: str = " ", found: 
 
 def skip_ws(text: str, position: int) -> int:
     """The first index at or after `position` that is not whitespace."""
-    return _WS.match(text, position).end()  # type: ignore[union-attr]  # always matches
+    return _WS.match(text, position).end()  # type: ignore[union-attr]  # _WS matches anywhere (maybe empty)
 
 
 def bracket_end(text: str, start: int, limit: int | None = None) -> int | None:
