@@ -1,5 +1,6 @@
 """OpenTelemetry (`otel`) and the MCP SDK (`mcp`) are extras, as Ray is: imported only where they are used, and
-asked for without being installed, one clear error. The CLI and the sweep import neither."""
+asked for without being installed, one clear error. The CLI and the sweep import neither. A dependency whose
+private module the package imports (httpx-sse) is pinned to the exact version installed."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import importlib
 import json
 import subprocess
 import sys
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 import typer
@@ -72,3 +76,9 @@ def test_the_cli_and_the_sweep_import_neither_opentelemetry_nor_mcp() -> None:
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def test_httpx_sse_whose_private_decoders_streaming_imports_is_pinned_exactly() -> None:
+    pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    pins = [spec for spec in pyproject["project"]["dependencies"] if spec.startswith("httpx-sse")]
+    assert pins == [f"httpx-sse=={version('httpx-sse')}"]
