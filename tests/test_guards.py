@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import orchestrator
 from orchestrator.core.classify import validate_call
 from orchestrator.core.replytext import is_question, is_refusal, is_small_talk, looks_like_json_answer
 from orchestrator.core.types import ParsedCall, ToolExecution
@@ -286,6 +290,25 @@ def test_repair_judges_patterns_as_core_validates_them(pattern: str, code: str) 
     assert repaired.arguments == {"code": {"v": code}}
     # ...and core accepts what the guard produced.
     assert validate_call(repaired, schemas) is None
+
+
+def test_only_core_toolschemas_imports_a_jsonschema_validator() -> None:
+    # Model-written arguments are checked in one place, in linear time: a module that imports jsonschema's own
+    # validators (Draft*Validator, validate, validator_for) would match patterns with backtracking `re`.
+    # (jsonschema.protocols.Validator, a type only, validates nothing.)
+    package = Path(orchestrator.__file__).parent
+    importers = set()
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "jsonschema":
+                if node.module != "jsonschema.protocols" and any(
+                    re.fullmatch(r"Draft\d+Validator|validate|validator_for|extend|create|validators", alias.name)
+                    for alias in node.names
+                ):
+                    importers.add(path.relative_to(package).as_posix())
+            elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == "jsonschema" for a in node.names):
+                importers.add(path.relative_to(package).as_posix())
+    assert importers == {"core/toolschemas.py"}
 
 
 def test_repair_leaves_arguments_alone_when_core_calls_the_schema_unusable() -> None:
