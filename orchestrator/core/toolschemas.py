@@ -3,7 +3,9 @@
 A schema is configuration (a suite's tools, an exchange's `tools`, an audited trajectory's), so a broken one is
 an error named before anything runs (`schema_problem`, `tool_schema_problems`), never a label on every call.
 
-The arguments it checks are model output, hence untrusted. jsonschema matches `pattern` and
+The arguments it checks are model output, hence untrusted, and this module is the one place they are checked:
+the classifier (`arguments_error`), the repair guard and the constraint check (`linear_validator`) alike; no
+other module builds a jsonschema validator (tests/test_guards.py). jsonschema matches `pattern` and
 `patternProperties` with Python's backtracking `re`, where ``^(a+)+$`` against 40 characters takes minutes.
 Here both keywords (and `additionalProperties`, which consults `patternProperties`) run on RE2
 (`google-re2`), whose matching is linear in the text: every check ends in time proportional to the
