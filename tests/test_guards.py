@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import orchestrator
 from orchestrator.core.classify import validate_call
 from orchestrator.core.replytext import is_question, is_refusal, is_small_talk, looks_like_json_answer
 from orchestrator.core.types import ParsedCall, ToolExecution
@@ -255,6 +259,70 @@ def test_repaired_calls_validate_where_the_repair_is_complete() -> None:
 def test_repair_value_resolves_refs_against_the_root(value: Any, expected: Any) -> None:
     root = SCHEMAS["form_entity"]
     assert repair_value(value, root["properties"]["entity_type"], root) == expected
+
+
+# A value that is either a code string (by `pattern`) or an object {"v": ...}: the repair wraps a string the
+# pattern rejects, so what the guard calls "valid" shows in its output.
+def _code_or_wrapped(pattern: str) -> dict[str, Any]:
+    union = {
+        "anyOf": [{"type": "string", "pattern": pattern}, {"type": "object", "properties": {"v": {"type": "string"}}}]
+    }
+    return {"type": "object", "properties": {"code": union}, "required": ["code"]}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "code"),
+    [
+        # Catastrophic backtracking for `re` (minutes at this length); RE2 answers in linear time.
+        (r"^(a+)+$", "a" * 40 + "!"),
+        # RE2's \d is ASCII (as ECMA-262's); Python's `re` would accept this Arabic-Indic three.
+        (r"^\d+$", "\u0663"),
+    ],
+    ids=["catastrophic-backtracking", "unicode-digit"],
+)
+def test_repair_judges_patterns_as_core_validates_them(pattern: str, code: str) -> None:
+    schemas = {"lookup": _code_or_wrapped(pattern)}
+    call = ParsedCall(name="lookup", arguments={"code": code})
+    assert validate_call(call, schemas) == "schema:anyOf"  # core: the pattern rejects the string
+    repaired, event = repair_call(call, schemas)
+    # The guard agrees with core that the string is no code, so the one branch left is the wrapper...
+    assert (event.fired, event.changed) == (True, True)
+    assert repaired.arguments == {"code": {"v": code}}
+    # ...and core accepts what the guard produced.
+    assert validate_call(repaired, schemas) is None
+
+
+def test_only_core_toolschemas_imports_a_jsonschema_validator() -> None:
+    # Model-written arguments are checked in one place, in linear time: a module that imports jsonschema's own
+    # validators (Draft*Validator, validate, validator_for) would match patterns with backtracking `re`.
+    # (jsonschema.protocols.Validator, a type only, validates nothing.)
+    package = Path(orchestrator.__file__).parent
+    importers = set()
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "jsonschema":
+                if node.module != "jsonschema.protocols" and any(
+                    re.fullmatch(r"Draft\d+Validator|validate|validator_for|extend|create|validators", alias.name)
+                    for alias in node.names
+                ):
+                    importers.add(path.relative_to(package).as_posix())
+            elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == "jsonschema" for a in node.names):
+                importers.add(path.relative_to(package).as_posix())
+    assert importers == {"core/toolschemas.py"}
+
+
+def test_repair_leaves_arguments_alone_when_core_calls_the_schema_unusable() -> None:
+    # A look-ahead is no linear-time pattern: core refuses the schema, and so does the guard (a backtracking
+    # validator would accept the schema and repair the enum).
+    schema = {
+        "type": "object",
+        "properties": {"kind": {"enum": ["ENTITY_TYPE_LLC"]}, "name": {"type": "string", "pattern": "^(?=B)"}},
+    }
+    call = ParsedCall(name="form", arguments={"kind": "LLC", "name": "Blue"})
+    assert validate_call(call, {"form": schema}) == "schema:invalid_tool_schema"
+    repaired, event = repair_call(call, {"form": schema})
+    assert repaired.arguments == {"kind": "LLC", "name": "Blue"}
+    assert (event.fired, event.changed) == (True, False)
 
 
 def _same_keys(before: Any, after: Any) -> bool:

@@ -101,6 +101,26 @@ def test_grid_draws_a_bar_per_defined_cell_and_a_marker_per_undefined_one(tmp_pa
     assert {a["data-cell"] for a in page.having("svg", "stack")} == set(long["cell_id"])
 
 
+_NO_FIGURE = {"status": "ok", "per_seed_mean": float("nan"), "n_non_response": 0}
+
+
+@pytest.mark.parametrize(
+    ("counts", "marker"),
+    [
+        ({"n_rejected": 4, "n_context_overflow": 4}, "overflow"),
+        ({"n_rejected": 4, "n_context_overflow": 1}, "rej"),
+        ({"n_rejected": 0, "n_non_response": 3}, "undefined"),
+        ({"status": "launch_failed", "n_rejected": 0}, "launch_failed"),
+        ({"per_seed_mean": 0.5, "n_rejected": 4}, None),
+    ],
+    ids=["overflow", "rej", "undefined", "launch-failed", "figure"],
+)
+def test_a_cells_marker_is_decided_from_its_statistics_not_its_text(counts: dict, marker: str | None) -> None:
+    # The display text says otherwise in every case: the marker must not read it.
+    row = {**_NO_FIGURE, **counts, "text": "undef rej9 nr9" if marker == "rej" else "rej n9"}
+    assert htmlreport._marker(row) == marker
+
+
 def test_hover_of_a_refused_cell_names_the_http_status_and_detail(tmp_path: Path) -> None:
     run = reported(CPU, tmp_path)
     html = (run / "report" / "index.html").read_text(encoding="utf-8")

@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from orchestrator.analysis.diffstats import FLOAT_NOISE, paired_bootstrap
 from orchestrator.analysis.report import long_table
-from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, cell_stats, cell_table
+from orchestrator.core.stats import (
+    MAX_DRAW_INDICES,
+    BootstrapSettings,
+    bootstrap_mean_interval,
+    bootstrap_mean_intervals,
+    cell_stats,
+    cell_table,
+)
 from orchestrator.runner.store import RunStore
 from tests.test_cli_core import run, write_jsonl
 
@@ -39,6 +47,31 @@ def test_bootstrap_is_reproducible_and_seed_sensitive() -> None:
     a = bootstrap_mean_interval(values, BootstrapSettings(rng_seed=5))
     assert a == bootstrap_mean_interval(values, BootstrapSettings(rng_seed=5))
     assert a != bootstrap_mean_interval(values, BootstrapSettings(rng_seed=6))
+
+
+def _one_draw_interval(values: np.ndarray, settings: BootstrapSettings, decimals: int | None) -> tuple[float, float]:
+    """The percentile bootstrap written out plainly: one draw of every resample index, one quantile."""
+    draws = np.random.default_rng(settings.rng_seed).integers(0, values.size, size=(settings.resamples, values.size))
+    means = values[draws].mean(axis=1)
+    means = means if decimals is None else np.round(means, decimals)
+    tail = (1.0 - settings.confidence) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+@pytest.mark.parametrize("resamples", [3000, MAX_DRAW_INDICES // 64 + 5], ids=["one-block", "several-blocks"])
+def test_every_bootstrap_draws_the_same_resamples(resamples: int) -> None:
+    # One implementation (core.stats) behind the fidelity interval, the batched report path and diff's paired
+    # interval: each equals the plain one-draw computation, whatever the blocks, so recorded reports keep
+    # their figures.
+    settings = BootstrapSettings(resamples=resamples, rng_seed=11, confidence=0.9)
+    differences = np.round(np.random.default_rng(4).uniform(-1, 0.8, size=64), 3)
+    shares = (differences + 1) / 2
+    assert paired_bootstrap(differences, settings) == _one_draw_interval(differences, settings, FLOAT_NOISE)
+    assert paired_bootstrap(differences, settings)[0] < 0  # unclipped: a difference may be negative
+    expected = _one_draw_interval(shares, settings, None)
+    assert bootstrap_mean_interval(shares, settings) == expected
+    assert bootstrap_mean_intervals([shares, np.full(3, 0.5)], settings) == [expected, (0.5, 0.5)]
 
 
 def test_one_seed_interval_collapses_to_point() -> None:

@@ -6,8 +6,8 @@ Per guard, (stack_config, model, tools_mode) and dimension: each case's majority
 how often the guard fired and changed something in the parent run. A guard that fired but changed nothing
 cannot have made a difference, and its row says so.
 
-The interval is `paired_bootstrap` (analysis/diffstats.py) rather than `bootstrap_mean_interval`: the latter
-clips to [0, 1], which is right for a pass rate but would hide a guard that hurts (a negative delta).
+The interval is `paired_bootstrap` (analysis/diffstats.py): core's one bootstrap unclipped, where a pass
+rate's interval is clipped to [0, 1], which would hide a guard that hurts (a negative delta).
 """
 
 from __future__ import annotations

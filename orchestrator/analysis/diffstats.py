@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.core.stats import DEFAULT_BOOTSTRAP, BootstrapSettings
+from orchestrator.core.stats import DEFAULT_BOOTSTRAP, BootstrapSettings, bootstrap_mean_interval
 
 EXACT_MAX_NONZERO = 16  # 2^16 sign vectors: enumerated in milliseconds; beyond, Monte Carlo
 PERMUTATION_TEST = f"sign-flip permutation (exact for n <= {EXACT_MAX_NONZERO})"
@@ -28,20 +28,14 @@ def nonzero(differences: np.ndarray) -> np.ndarray:
 
 
 def paired_bootstrap(differences: np.ndarray, settings: BootstrapSettings = DEFAULT_BOOTSTRAP) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean paired difference. Differences that are all equal have no
-    spread: the interval is the point (the verdict still needs the permutation p, which is 1 for one seed)."""
+    """Percentile bootstrap interval of the mean paired difference: core's one bootstrap, unclipped (differences
+    run from -1 to 1) and with each resample mean rounded to FLOAT_NOISE decimals. Differences that are all
+    equal have no spread: the interval is the point (the verdict still needs the permutation p, which is 1 for
+    one seed)."""
     values = np.asarray(differences, dtype=float)
     if values.size == 0:
         raise ValueError("a paired bootstrap needs at least one difference")
-    if np.all(values == values[0]):
-        point = float(values[0])
-        return point, point
-    rng = np.random.default_rng(settings.rng_seed)
-    draws = rng.integers(0, values.size, size=(settings.resamples, values.size))
-    means = np.round(values[draws].mean(axis=1), FLOAT_NOISE)
-    tail = (1.0 - settings.confidence) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return float(low), float(high)
+    return bootstrap_mean_interval(values, settings, clip=None, decimals=FLOAT_NOISE)
 
 
 def _sign_vectors(k: int, settings: BootstrapSettings) -> tuple[np.ndarray, bool]:

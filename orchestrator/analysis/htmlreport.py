@@ -30,7 +30,7 @@ import pandas as pd
 from orchestrator.analysis.drilldown import TEMPLATES, Header, first_refusals
 from orchestrator.analysis.gridcolumns import column_labels
 from orchestrator.analysis.productreport import ABLATION_FILE, CHANNELS_FILE, GATE_FILE
-from orchestrator.analysis.views import figure_flags
+from orchestrator.analysis.views import cell_state, figure_flags
 from orchestrator.core.stats import (
     DEGENERATE_MAX_SEQUENCES,
     DEGENERATE_MIN_SEEDS,
@@ -101,12 +101,8 @@ def _is_missing(value: Any) -> bool:
 
 
 def _marker(row: dict[str, Any]) -> str | None:
-    if row["status"] == CellStatus.LAUNCH_FAILED:
-        return "launch_failed"
-    if not _is_missing(row.get("per_seed_mean")):
-        return None
-    text = str(row.get("text") or "")
-    return "rej" if text.startswith("rej") else "overflow" if text.startswith("overflow") else "undefined"
+    state = cell_state(row)
+    return None if state == "figure" else state
 
 
 def _percent(value: float | None) -> str:
@@ -231,8 +227,6 @@ def _flat(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"  # 0.4167, and a small p-value stays 1.2e-05
     return value if isinstance(value, str) else json.dumps(value, default=str)[:500]
-
-
 
 
 @dataclass(frozen=True)

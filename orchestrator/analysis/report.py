@@ -25,6 +25,7 @@ from orchestrator.analysis.htmlreport import build_page, page_headers, write_ind
 from orchestrator.analysis.parallel import write_parallel_report
 from orchestrator.analysis.reclassify import reclassify
 from orchestrator.analysis.requestaxes import constraint_table, divergence_markers, stream_pairs, stream_timing
+from orchestrator.analysis.views import cell_state
 from orchestrator.core.classify import is_context_overflow
 from orchestrator.core.modes import mode_of
 from orchestrator.core.replyfacts import (
@@ -81,17 +82,18 @@ def _text(row: dict[str, Any]) -> str:
     (N context overflows, which are refusals but not for lack of tool support; a cell refused only by
     overflows reads `overflow nN`, never `rej`) and `server_died` / `worker_lost` (the server, or the node that
     ran it, died for good: the figure covers only the seeds that finished)."""
-    if row["status"] == CellStatus.LAUNCH_FAILED:
+    state = cell_state(row)
+    if state == "launch_failed":
         return CellStatus.LAUNCH_FAILED.value
     overflow = row.get("n_context_overflow") or 0
     markers = (f" ovf{overflow}" if overflow else "") + (
         f" {row['cell_status']}" if row.get("cell_status") in (CellStatus.SERVER_DIED, CellStatus.WORKER_LOST) else ""
     )
-    if row["per_seed_mean"] is None:
-        if row["n_rejected"] and overflow == row["n_rejected"] and not row["n_non_response"]:
-            return f"overflow n{overflow}" + markers.replace(f" ovf{overflow}", "")
-        if row["n_rejected"] and not row["n_non_response"]:
-            return f"rej n{row['n_rejected']}{markers}"
+    if state == "overflow":
+        return f"overflow n{overflow}" + markers.replace(f" ovf{overflow}", "")
+    if state == "rej":
+        return f"rej n{row['n_rejected']}{markers}"
+    if state == "undefined":
         return f"undef rej{row['n_rejected']} nr{row['n_non_response']}{markers}"
     mean, low, high = (round(100 * row[k]) for k in ("per_seed_mean", "ci_low", "ci_high"))
     return f"{mean} [{low},{high}] n{row['n_eligible_turns']}{markers}"

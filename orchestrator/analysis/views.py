@@ -3,14 +3,17 @@ Pure presentation: they take frames and results, never read files or talk to ser
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from orchestrator.core.types import CellStatus
 
 STATS_COLUMNS = ("stack", "model", "mode", "per-seed", "95% CI", "pooled", "seeds", "sequences")
 STATS_COLUMNS += ("eligible", "rej", "non-resp", "flags")
@@ -87,6 +90,27 @@ def natural_width(wide: pd.DataFrame) -> int:
         header = max(len(part) for part in str(column).split(" | "))
         widths.append(max([header, *(len(str(v)) for v in wide[column])]))
     return sum(widths) + 2 * len(widths) + len(widths) + 1
+
+
+CellState = Literal["figure", "launch_failed", "overflow", "rej", "undefined"]
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))  # NaN: a frame's missing number
+
+
+def cell_state(row: dict[str, Any]) -> CellState:
+    """What a long-table row shows, from its status and statistics (never from its display text): a figure; or,
+    for a cell without one, why: launch_failed, overflow (refused by context overflows alone), rej (refused by
+    the stack, no non-response) or undefined (no eligible turn otherwise). The wide table's text and the HTML
+    grid's marker both follow it."""
+    if row["status"] == CellStatus.LAUNCH_FAILED:
+        return "launch_failed"
+    if not _missing(row.get("per_seed_mean")):
+        return "figure"
+    if row["n_rejected"] and not row["n_non_response"]:
+        return "overflow" if (row.get("n_context_overflow") or 0) == row["n_rejected"] else "rej"
+    return "undefined"
 
 
 def figure_flags(row: dict[str, Any]) -> list[str]:

@@ -282,7 +282,7 @@ def matrix_command(
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
     from orchestrator.cli.execution import check_executor, execute, reopen
     from orchestrator.runner.guards import GuardConfigError
-    from orchestrator.runner.mcpclient import McpError
+    from orchestrator.runner.mcperror import McpError
     from orchestrator.runner.runs import finish_run, recorded_guards, start_run
     from orchestrator.runner.sweep import Sweep
     from orchestrator.runner.tasks import SuiteError

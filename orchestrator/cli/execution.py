@@ -24,11 +24,23 @@ def recorded_executor(manifest: dict[str, Any]) -> dict[str, Any]:
     return dict(manifest.get("executor") or {})
 
 
+def check_tracing() -> None:
+    """One clear error (exit 2) when the environment asks for traces and OpenTelemetry is not installed."""
+    from orchestrator.runner.tracing import TracingUnavailable, check_available
+
+    try:
+        check_available()
+    except TracingUnavailable as exc:
+        fail(str(exc))
+
+
 def check_executor(
     executor: str | None, address: str | None, matrix: Any, manifest: dict[str, Any] | None
 ) -> tuple[str, str | None]:
     """The executor and address to use (given, else the run's recorded ones on a resume, else the matrix's),
-    checked usable here, Ray's cluster joined, or one clear error (exit 2): before a run directory exists."""
+    checked usable here, Ray's cluster joined, or one clear error (exit 2): before a run directory exists. Traces
+    an OTLP endpoint asks for are checked here too (the `otel` extra installed)."""
+    check_tracing()
     recorded = recorded_executor(manifest) if manifest is not None else {}
     chosen = executor or recorded.get("kind") or matrix.executor
     if chosen not in EXECUTORS:

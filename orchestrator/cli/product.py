@@ -73,8 +73,9 @@ def ablate_command(
     servers started once) into RUN_DIR/<run_id>-ablation/, resumable; report each guard's paired change and
     its interval."""
     from orchestrator.analysis.productreport import ABLATION_FILE, ablation_report
+    from orchestrator.cli.execution import check_tracing
     from orchestrator.runner.ablation import AblationError, config_matches, open_ablation
-    from orchestrator.runner.mcpclient import McpError
+    from orchestrator.runner.mcperror import McpError
     from orchestrator.runner.rundir import open_run
     from orchestrator.runner.runs import finish_run
     from orchestrator.runner.store import StoreError
@@ -83,6 +84,7 @@ def ablate_command(
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
+    check_tracing()
     guards = None if not guard or guard == ["all"] else guard
     try:
         store, matrix, active = open_ablation(run_dir, guards, reuse=not no_reuse, allow_drift=allow_drift)

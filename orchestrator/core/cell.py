@@ -1,14 +1,14 @@
 """A cell's identity, in one place: its key (the axes that make it a cell) and its id (a file-safe name).
 
-Today a cell is (stack config, model, tools mode). Later axes (the channel, streaming, tool_choice,
-parallel_tool_calls, the sample index) have a default each; an axis at its default adds nothing to the id,
-so the ids of every run made before the axis existed stay what they were.
+A cell is (stack config, model, tools mode) and later axes (`CellAxes`: the channel, streaming, tool_choice,
+parallel_tool_calls, the sample index, the guard an ablation switches off), which have a default each; an axis
+at its default adds nothing to the id, so the ids of every run made before the axis existed stay what they were.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,15 +25,18 @@ def slug(text: str) -> str:
     return "_" + safe[1:] if safe.startswith(".") else safe
 
 
-class CellKey(BaseModel):
-    """The axes of a cell. The first three always name it; the rest only when not at their default."""
+# The channels a case is scored in (core/scoring.py), and the channel axis of a cell: "agent" is the plain loop.
+Channel = Literal["model", "product"]
+CHANNELS: tuple[Channel, ...] = get_args(Channel)
+CellChannel = Literal["agent", Channel]
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    stack_config: str = Field(description="Stack config label (stack + tool configuration), e.g. vllm-hermes.")
-    model: str
-    tools_mode: ToolsMode
-    channel: Literal["agent", "model", "product"] = Field(
+class CellAxes(BaseModel):
+    """The later axes of a cell, each with its default; declared here only (the runner's `Cell` inherits them)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    channel: CellChannel = Field(
         "agent", description="agent: the plain loop; model: the first answer only; product: the loop with guards."
     )
     stream: bool = False
@@ -41,6 +44,17 @@ class CellKey(BaseModel):
     parallel_tool_calls: bool | None = Field(None, description="None: not sent.")
     sample: int = Field(0, ge=0, description="Index of a repeated sample of the same cases.")
     without: str | None = Field(None, description="Ablation: the product-channel guard switched off.")
+
+
+class CellKey(CellAxes):
+    """The axes of a cell. The first three (PRIMARY_AXES) always name it; the later ones (CellAxes) only when not
+    at their default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stack_config: str = Field(description="Stack config label (stack + tool configuration), e.g. vllm-hermes.")
+    model: str
+    tools_mode: ToolsMode
 
     @property
     def cell_id(self) -> str:
@@ -52,10 +66,11 @@ class CellKey(BaseModel):
         return {
             name: getattr(self, name)
             for name in LATER_AXES
-            if getattr(self, name) != type(self).model_fields[name].default
+            if getattr(self, name) != CellAxes.model_fields[name].default
         }
 
 
-# Turn-record fields that group turns into cells (what `stats` and reports group by).
-PRIMARY_AXES: tuple[str, ...] = ("stack_config", "model", "tools_mode")
-LATER_AXES: tuple[str, ...] = ("channel", "stream", "tool_choice", "parallel_tool_calls", "sample", "without")
+# Both derived from the declarations above. PRIMARY_AXES are also the turn-record fields that group turns into
+# cells (what `stats` and reports group by).
+LATER_AXES: tuple[str, ...] = tuple(CellAxes.model_fields)
+PRIMARY_AXES: tuple[str, ...] = tuple(name for name in CellKey.model_fields if name not in LATER_AXES)

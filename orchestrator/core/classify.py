@@ -159,9 +159,9 @@ def match_refusal(status: int | None, body: Any, refusals: Sequence[RefusalSigna
     return None
 
 
-def tools_by_name(tools: Sequence[Any]) -> dict[str, dict[str, Any]]:
+def tools_by_name(tools: Sequence[Any]) -> dict[str, Mapping[str, Any]]:
     """OpenAI tool list -> {name: parameters schema}. Malformed entries are ignored."""
-    table: dict[str, dict[str, Any]] = {}
+    table: dict[str, Mapping[str, Any]] = {}
     for tool in tools or ():
         if not isinstance(tool, Mapping):
             continue

@@ -69,7 +69,7 @@ def request_semantics(
     if choice == "auto" and parallel_tool_calls is None:
         return None
     named = tools[0]["function"]["name"] if choice == "named" and tools else None
-    return RequestSemantics(tool_choice=choice, named_tool=named, parallel_tool_calls=parallel_tool_calls)  # type: ignore[arg-type]
+    return RequestSemantics(tool_choice=choice, named_tool=named, parallel_tool_calls=parallel_tool_calls)
 
 
 def _stack_call_names(raw_tool_calls: Any) -> list[str | None]:

@@ -41,7 +41,7 @@ def label_turn(
 ) -> Classification:
     """Exactly one outcome for one exchange; `stream` set when the answer arrived as a stream. A transport
     failure before any stream byte (a first-byte timeout) is labelled as a transport failure."""
-    labelled = {"refusals": refusals, "mode": mode, "tools": tools, "parser_failures": parser_failures}
+    labelled: dict[str, Any] = {"refusals": refusals, "mode": mode, "tools": tools, "parser_failures": parser_failures}
     if stream is not None and transport_error is None:
         verdict = classify_stream(**labelled, events=stream.events, api=stream.api, cut=stream.cut,
                                   call_format=call_format)

@@ -2,8 +2,9 @@
 
 A secret is the value of an environment variable whose name says so (`*_KEY`, `*_TOKEN`, `*SECRET*`,
 `*PASSWORD*`, `*CREDENTIAL*`), the value after a command-line flag whose name says so (`--api-key X`,
-`--hf-token=X`; `--api-key-file PATH` names a file, not a secret), and an `Authorization` header. What is
-recorded (argv, env, reproduce commands, the manifest's matrix, server logs) carries REDACTED in their place.
+`--hf-token=X`; `--api-key-file PATH` names a file, not a secret). What is recorded (argv, env, reproduce
+commands, the manifest's matrix, server logs) carries REDACTED in their place. Request headers are never
+recorded: a hosted stack's `Authorization` header is built from its key variable (`api_key_env`) when sent.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from urllib.parse import quote
 
 REDACTED = "<redacted>"
 SECRET_NAME = re.compile(r"(KEY|TOKEN|KEYS|TOKENS)$|SECRET|PASSW(OR)?D|CREDENTIAL", re.IGNORECASE)
-SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key"})
 MIN_SECRET_LEN = 6  # shorter values ("1", "true") are not scrubbed out of free text: they would hit everything
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -52,10 +52,6 @@ def redact_argv(argv: list[str] | None) -> list[str] | None:
         else:
             out.append(arg)
     return out
-
-
-def redact_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
-    return {k: REDACTED if k.lower() in SECRET_HEADERS else v for k, v in (headers or {}).items()}
 
 
 def argv_secrets(argv: Iterable[str] | None) -> set[str]:

@@ -12,9 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from orchestrator.core.modes import call_schema
+from orchestrator.core.toolschemas import linear_validator
 
 TRUNCATED_FLAG = "truncated:max_tokens"  # generation was cut at max_tokens (finish_reason "length")
 # The server used fewer prompt tokens than the prompt it was sent renders to: it dropped part of it silently (an
@@ -65,8 +64,7 @@ def content_text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts
-        parts = [p.get("text") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
-        return "".join(parts)
+        return "".join(text for p in content if isinstance(p, Mapping) and isinstance(text := p.get("text"), str))
     try:
         return json.dumps(content, default=str)
     except (RecursionError, ValueError):  # nested past what the encoder walks: no text, not a crash
@@ -117,8 +115,11 @@ def violates_constraint(content: str | None, tools: Sequence[Any]) -> bool:
         return True
     if not isinstance(value, dict):
         return True
+    validator = linear_validator(enforced_schema(tools))  # model output: checked as every argument is
+    if validator is None:  # a schema core calls unusable: the answer is not shown to conform
+        return True
     try:
-        return not Draft202012Validator(enforced_schema(tools)).is_valid(value)
+        return not validator.is_valid(value)
     except Exception:  # a schema the engine cannot evaluate: the answer is not shown to conform
         return True
 

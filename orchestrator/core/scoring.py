@@ -15,13 +15,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from orchestrator.core.cell import CHANNELS, Channel
 from orchestrator.core.replytext import is_question, looks_like_json_answer
 from orchestrator.core.types import UNRAN_SEED_ENDS
 
 Dimension = Literal["tool", "args", "answer"]
-Channel = Literal["model", "product"]
 DIMENSIONS: tuple[Dimension, ...] = ("tool", "args", "answer")
-CHANNELS: tuple[Channel, ...] = ("model", "product")
 ANY_OF = "any_of"
 _UNRAN_ENDS = frozenset(end.value for end in UNRAN_SEED_ENDS)
 

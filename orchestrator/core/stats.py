@@ -86,32 +86,35 @@ def _resample_blocks(rng: np.random.Generator, n: int, resamples: int) -> Iterat
         yield rng.integers(0, n, size=(min(rows, resamples - start), n))
 
 
-def _interval(means: np.ndarray, settings: BootstrapSettings) -> tuple[float, float]:
-    alpha = (1.0 - settings.confidence) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha], axis=-1)
-    return float(np.clip(low, 0.0, 1.0)), float(np.clip(high, 0.0, 1.0))
+FIDELITY_RANGE = (0.0, 1.0)  # an interval of fidelities (shares) never leaves it
 
 
-def bootstrap_mean_interval(values: np.ndarray, settings: BootstrapSettings = DEFAULT_BOOTSTRAP) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean over `values` (one value per seed)."""
-    values = np.asarray(values, dtype=float)
-    if values.size == 0:
-        raise ValueError("bootstrap needs at least one value")
-    if values.size == 1 or np.all(values == values[0]):
-        return float(values[0]), float(values[0])  # no spread to resample: the interval is the point
-    rng = np.random.default_rng(settings.rng_seed)
-    blocks = _resample_blocks(rng, values.size, settings.resamples)
-    means = np.concatenate([values[block].mean(axis=1) for block in blocks])
-    return _interval(means, settings)
+def bootstrap_mean_interval(
+    values: np.ndarray,
+    settings: BootstrapSettings = DEFAULT_BOOTSTRAP,
+    *,
+    clip: tuple[float, float] | None = FIDELITY_RANGE,
+    decimals: int | None = None,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean over `values` (one value per seed): `bootstrap_mean_intervals`
+    of the one group."""
+    return bootstrap_mean_intervals([values], settings, clip=clip, decimals=decimals)[0]
 
 
 def bootstrap_mean_intervals(
-    groups: Sequence[np.ndarray], settings: BootstrapSettings = DEFAULT_BOOTSTRAP
+    groups: Sequence[np.ndarray],
+    settings: BootstrapSettings = DEFAULT_BOOTSTRAP,
+    *,
+    clip: tuple[float, float] | None = FIDELITY_RANGE,
+    decimals: int | None = None,
 ) -> list[tuple[float, float]]:
-    """`bootstrap_mean_interval` of many cells at once, each result identical to the one-cell call: every cell
-    draws from a generator seeded alike, so cells with the same number of seeds share their index blocks, drawn
-    once per slice of cells. Memory: a block of at most MAX_DRAW_INDICES indices, and per slice at most about
-    MAX_DRAW_INDICES gathered values and resample means (8 bytes each), whatever the cells and resamples."""
+    """The package's one seed-level percentile bootstrap: the interval of the mean of each group, many cells at
+    once. Every group draws from a generator seeded alike (`settings.rng_seed`), so its result is the one-group
+    call's, and groups with the same number of seeds share their index blocks, drawn once per slice of groups.
+    A group whose values are all equal has no spread: its interval is the point. `clip` bounds the interval
+    (None: differences, which may be negative); `decimals` rounds each resample mean first (differences: a mean
+    of +x and -x lands on 0, not on 1e-17 of either side). Memory: a block of at most MAX_DRAW_INDICES indices,
+    and per slice at most about MAX_DRAW_INDICES gathered values and resample means (8 bytes each)."""
     results: list[tuple[float, float] | None] = [None] * len(groups)
     by_size: dict[int, list[int]] = {}
     for position, group in enumerate(groups):
@@ -124,7 +127,8 @@ def bootstrap_mean_intervals(
             by_size.setdefault(values.size, []).append(position)
     for positions in by_size.values():
         matrix = np.asarray([np.asarray(groups[p], dtype=float) for p in positions])
-        bounds = np.concatenate([_slice_bounds(chunk, settings) for chunk in _cell_slices(matrix, settings)], axis=1)
+        slices = _cell_slices(matrix, settings)
+        bounds = np.concatenate([_slice_bounds(chunk, settings, clip, decimals) for chunk in slices], axis=1)
         for column, position in enumerate(positions):
             results[position] = (float(bounds[0, column]), float(bounds[1, column]))
     return [r for r in results if r is not None]
@@ -139,7 +143,9 @@ def _cell_slices(matrix: np.ndarray, settings: BootstrapSettings) -> Iterator[np
         yield matrix[first : first + cells]
 
 
-def _slice_bounds(chunk: np.ndarray, settings: BootstrapSettings) -> np.ndarray:
+def _slice_bounds(
+    chunk: np.ndarray, settings: BootstrapSettings, clip: tuple[float, float] | None, decimals: int | None
+) -> np.ndarray:
     """The (low, high) rows of a slice of cells with the same number of seeds: each cell's draws are the draws
     of a generator seeded alike, as in the one-cell call."""
     means = np.empty((len(chunk), settings.resamples))
@@ -147,8 +153,11 @@ def _slice_bounds(chunk: np.ndarray, settings: BootstrapSettings) -> np.ndarray:
     for block in _resample_blocks(np.random.default_rng(settings.rng_seed), chunk.shape[1], settings.resamples):
         means[:, start : start + len(block)] = chunk[:, block].mean(axis=2)
         start += len(block)
+    if decimals is not None:
+        means = np.round(means, decimals)
     alpha = (1.0 - settings.confidence) / 2.0
-    return np.clip(np.quantile(means, [alpha, 1.0 - alpha], axis=1), 0.0, 1.0)
+    bounds = np.quantile(means, [alpha, 1.0 - alpha], axis=1)
+    return bounds if clip is None else np.clip(bounds, *clip)
 
 
 def per_seed_fidelity(seeds: Sequence[Any], outcomes: Sequence[str]) -> dict[str, float | None]:
@@ -233,8 +242,8 @@ def cells_stats(cells: Sequence[CellInput], settings: BootstrapSettings = DEFAUL
     """`cell_stats` of many cells, their bootstrap intervals drawn in one batch (`bootstrap_mean_intervals`):
     each result is the one-cell call's."""
     parts = _cells_parts(cells, settings)
-    defined = [index for index, (_common, fidelities) in enumerate(parts) if fidelities is not None]
-    intervals = dict(zip(defined, bootstrap_mean_intervals([parts[i][1] for i in defined], settings), strict=True))
+    defined = {index: fidelities for index, (_common, fidelities) in enumerate(parts) if fidelities is not None}
+    intervals = dict(zip(defined, bootstrap_mean_intervals(list(defined.values()), settings), strict=True))
     results = []
     for index, (common, fidelities) in enumerate(parts):
         if fidelities is None:

@@ -79,7 +79,9 @@ def classify_stream(
 ) -> Classification:
     """One streamed exchange (its HTTP status was 2xx and a stream began) -> exactly one outcome."""
     assembly = assemble(events, api)
-    labelled = {"mode": mode, "tools": tools, "parser_failures": parser_failures, "call_format": call_format}
+    labelled: dict[str, Any] = {
+        "mode": mode, "tools": tools, "parser_failures": parser_failures, "call_format": call_format
+    }  # fmt: skip
     if assembly.error is not None:
         return _error_event(assembly, labelled, refusals)
     if not assembly.terminated:  # a terminator that arrived wins over a stall or deadline after it

@@ -69,9 +69,9 @@ class StreamEvent:
         if not isinstance(item, Sequence) or isinstance(item, str) or len(item) != 4:
             return cls(kind="comment", data=_text(item)[:200])
         t, kind, event, data = item
-        kind = kind if kind in ("event", "comment", "line") else "comment"
+        known: EventKind = "event" if kind == "event" else "line" if kind == "line" else "comment"
         return cls(
-            kind=kind,
+            kind=known,
             data=data if isinstance(data, str) else _text(data),
             event=event if isinstance(event, str) else "",
             t=_seconds(t),

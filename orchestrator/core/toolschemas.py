@@ -3,7 +3,9 @@
 A schema is configuration (a suite's tools, an exchange's `tools`, an audited trajectory's), so a broken one is
 an error named before anything runs (`schema_problem`, `tool_schema_problems`), never a label on every call.
 
-The arguments it checks are model output, hence untrusted. jsonschema matches `pattern` and
+The arguments it checks are model output, hence untrusted, and this module is the one place they are checked:
+the classifier (`arguments_error`), the repair guard and the constraint check (`linear_validator`) alike; no
+other module builds a jsonschema validator (tests/test_guards.py). jsonschema matches `pattern` and
 `patternProperties` with Python's backtracking `re`, where ``^(a+)+$`` against 40 characters takes minutes.
 Here both keywords (and `additionalProperties`, which consults `patternProperties`) run on RE2
 (`google-re2`), whose matching is linear in the text: every check ends in time proportional to the
@@ -127,7 +129,7 @@ def schema_problem(schema: Any) -> str | None:
     except Exception:  # a `$schema` that is no URI string (a number, a list) breaks the lookup itself
         return f"names no usable metaschema ('$schema': {_short(schema.get('$schema'))})"
     try:
-        checker.check_schema(schema)
+        checker.check_schema(dict(schema))  # a Mapping that may not be a dict: jsonschema's signature wants one
     except SchemaError as exc:
         return f"is not a valid JSON Schema: at {exc.json_path}: {_short(exc.message)[1:-1]}"
     except (RecursionError, ValueError, TypeError) as exc:
@@ -157,14 +159,25 @@ def _validator(key: str) -> tuple[Validator | None, str | None]:
     return (None, problem) if problem else (LinearValidator(schema), None)
 
 
-def arguments_error(schema: Mapping[str, Any], arguments: Any) -> ValidationError | str | None:
-    """The first error of `arguments` against `schema` (by path), None when valid, or a string saying the
-    schema itself is unusable. Never raises on arguments."""
+def _validator_for(schema: Mapping[str, Any]) -> tuple[Validator | None, str | None]:
     try:  # keys in the schema's own order: it decides which error comes first at one path (required, then extra)
         key = json.dumps(schema, default=str)
     except (TypeError, ValueError, RecursionError):
-        return "schema is not JSON"
-    validator, problem = _validator(key)
+        return None, "schema is not JSON"
+    return _validator(key)
+
+
+def linear_validator(schema: Mapping[str, Any]) -> Validator | None:
+    """The linear-time validator for `schema`, or None when the schema is unusable (`schema_problem`). Every
+    check of model-written arguments goes through it (or `arguments_error`), so that no caller matches a
+    schema's patterns with backtracking `re`; `evolve(schema=part)` checks a part with the root's "$ref"s."""
+    return _validator_for(schema)[0]
+
+
+def arguments_error(schema: Mapping[str, Any], arguments: Any) -> ValidationError | str | None:
+    """The first error of `arguments` against `schema` (by path), None when valid, or a string saying the
+    schema itself is unusable. Never raises on arguments."""
+    validator, problem = _validator_for(schema)
     if validator is None:
         return problem
     errors = islice(validator.iter_errors(arguments), MAX_ERRORS)  # a huge wrong list: not a million errors

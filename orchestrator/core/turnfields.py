@@ -67,7 +67,7 @@ def _lean_base(name: str, read: Read) -> Any:
         return KnownVersion
     base, _ = _record_type(name)
     if isinstance(base, type) and issubclass(base, enum.Enum):
-        return str if read.any_text else Literal[tuple(member.value for member in base)]  # type: ignore[misc]
+        return str if read.any_text else Literal[tuple(member.value for member in base)]
     if base in (str, bool):
         return base
     if base is int:

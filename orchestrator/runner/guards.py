@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
 
 from orchestrator.core.classify import validate_call
 from orchestrator.core.replytext import is_question, is_refusal, is_small_talk, looks_like_json_answer
+from orchestrator.core.toolschemas import linear_validator
 from orchestrator.core.types import GuardEvent, ParsedCall, ToolExecution
 
 GUARDS: tuple[str, ...] = ("stall", "repair", "dedup", "final_json", "short_circuit")
@@ -121,10 +122,13 @@ def match_enum(value: Any, enum: Sequence[Any]) -> Any:
 
 @dataclass(frozen=True)
 class _SchemaRepair:
-    """Repairs values against sub-schemas of one root schema (whose "$ref"s resolve against the root)."""
+    """Repairs values against sub-schemas of one root schema (whose "$ref"s resolve against the root).
+
+    `validator` is core's linear-time one (`core.toolschemas`): the arguments are model output, so their
+    patterns are matched by RE2, and "valid" here means exactly what it means to `validate_call`."""
 
     root: Mapping[str, Any]
-    validator: Draft202012Validator
+    validator: Validator
 
     def valid(self, value: Any, schema: Any) -> bool:
         try:
@@ -239,9 +243,8 @@ def _branches(schema: Mapping[str, Any]) -> list[Any]:
 
 def repair_value(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
     """`value` repaired against `schema` (a part of `root`): only what the schema makes unambiguous changes."""
-    try:
-        validator = Draft202012Validator(dict(root))
-    except Exception:  # an unusable root schema: nothing can be repaired against it
+    validator = linear_validator(root)
+    if validator is None:  # an unusable root schema (as `validate_call` judges it): nothing is repaired against it
         return value
     return _SchemaRepair(root, validator).repair(value, schema, 0)
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.core.cell import CellKey, slug
+from orchestrator.core.cell import CellAxes, CellChannel, CellKey, slug
 from orchestrator.core.constraints import RequestSemantics, ToolChoice, request_semantics
 from orchestrator.core.gateexpr import GateError, parse_gate
 from orchestrator.core.modes import mode_of
@@ -271,7 +271,9 @@ class Matrix(_Strict):
         )
 
 
-class Cell(BaseModel):
+class Cell(CellAxes):
+    """One cell of the expansion: its later axes (core/cell.py declares them) and what it runs."""
+
     model_config = ConfigDict(frozen=True)
 
     cell_id: str
@@ -280,12 +282,6 @@ class Cell(BaseModel):
     model: ModelEntry
     mode: ToolsMode
     seeds: list[tuple[str, str]]  # (suite, seed id)
-    channel: str = "agent"  # agent | model | product
-    sample: int = 0
-    without: str | None = None  # ablation: the guard switched off
-    stream: bool = False
-    tool_choice: str = "auto"
-    parallel_tool_calls: bool | None = None  # None: not sent
 
     def semantics(self, tools: list[dict[str, Any]]) -> RequestSemantics | None:
         """What the cell's requests ask beyond tools= (None: nothing); `named` names the suite's first tool."""
@@ -312,7 +308,7 @@ def cell_key(
     stack: StackEntry,
     model: ModelEntry,
     mode: ToolsMode,
-    channel: str = "agent",
+    channel: CellChannel = "agent",
     sample: int = 0,
     without: str | None = None,
     request: tuple[bool, str, bool | None] = (False, "auto", None),
@@ -335,7 +331,7 @@ def cell_id(
     stack: StackEntry,
     model: ModelEntry,
     mode: ToolsMode,
-    channel: str = "agent",
+    channel: CellChannel = "agent",
     sample: int = 0,
     without: str | None = None,
     request: tuple[bool, str, bool | None] = (False, "auto", None),

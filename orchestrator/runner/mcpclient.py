@@ -26,16 +26,21 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
 
-import anyio
-from anyio.abc import Process
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp import ClientSession
-from mcp import types as mcp_types
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from orchestrator.runner.mcperror import MISSING_SDK, McpError
 from orchestrator.serving.launchers import free_port
+
+try:  # the `mcp` extra: without it, importing this module is the one clear McpError the CLI prints
+    import anyio
+    from anyio.abc import Process
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from mcp import ClientSession
+    from mcp import types as mcp_types
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.message import SessionMessage
+except ImportError as exc:
+    raise McpError(f"{MISSING_SDK} ({exc})") from exc
 
 MCP_SERVERS = {"formation": "orchestrator.runner.mcpformation"}
 Transport = Literal["stdio", "http"]
@@ -46,8 +51,7 @@ ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
 WriteStream = MemoryObjectSendStream[SessionMessage]
 
 
-class McpError(RuntimeError):
-    """The MCP server could not be started, reached, or answered in time (never a tool's own error)."""
+__all__ = ["LOOPBACK", "MCP_SERVERS", "McpError", "McpToolServer", "list_server_tools"]
 
 
 class McpToolServer:

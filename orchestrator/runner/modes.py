@@ -42,10 +42,6 @@ def template_sha256(mode: ToolsMode) -> str:
     return digest.hexdigest()
 
 
-def injects_hint(mode: ToolsMode) -> bool:
-    return mode_of(mode).hint
-
-
 @dataclass(frozen=True)
 class Request:
     messages: list[dict[str, Any]]

@@ -14,6 +14,7 @@ from typing import Any, Literal, get_type_hints
 import msgspec
 import numpy as np
 
+from orchestrator.core.cell import LATER_AXES, PRIMARY_AXES
 from orchestrator.core.jsonl import BulkDecode, bulk_decoded, iter_chunks, numbered_lines
 from orchestrator.core.types import Outcome
 from orchestrator.runner.turnview import TurnView, decode_view
@@ -24,9 +25,11 @@ OUTCOMES = frozenset(o.value for o in Outcome)
 # from the view's types (runner/turnview.py TurnView), so both readers check them alike.
 TEXT_OR_NULL = tuple(key for key, kind in get_type_hints(TurnView).items() if kind == str | None)
 DAMAGED_STATUS = "damaged"  # a stand-in cell's status: its cell file could not be read
-# The turn fields a stand-in cell takes over from its first turn record (the rest of its config is lost).
-STANDIN_FIELDS = ("stack", "tool_config", "model", "tools_mode", "hint", "channel", "sample", "without", "stream")
-STANDIN_FIELDS += ("tool_choice", "parallel_tool_calls", "suite")
+# The turn fields a stand-in cell takes over from its first turn record (the rest of its config is lost): every
+# cell axis but stack_config (a cell file's `stack_label`, set from it below), what that label is made of, and
+# the hint and suite.
+_RECORDED_AXES = tuple(axis for axis in (*PRIMARY_AXES, *LATER_AXES) if axis != "stack_config")
+STANDIN_FIELDS = ("stack", "tool_config", "hint", "suite", *_RECORDED_AXES)
 
 MAX_LISTED = 5  # damaged lines an error names one by one
 TORN = "torn last line (a write cut short, e.g. a killed run): not a record, skipped; its seed is unfinished"
@@ -98,15 +101,7 @@ def turn_record(raw: bytes) -> dict[str, Any]:
     return record
 
 
-def split_lines(data: bytes) -> tuple[list[bytes], bytes]:
-    """The complete lines of a file (each ended by `\\n`) and what follows the last `\\n` (b"" if nothing)."""
-    lines = data.split(b"\n")
-    return lines[:-1], lines[-1]
-
-
 Decode = Callable[[bytes], Any]
-
-
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -28,7 +28,6 @@ from orchestrator.runner.cellconfig import cell_config
 from orchestrator.runner.channels import run_model_case, run_product_case
 from orchestrator.runner.guards import active_guards
 from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
-from orchestrator.runner.mcpclient import McpToolServer
 from orchestrator.runner.progress import SweepProgress
 from orchestrator.runner.seedpool import map_seeds
 from orchestrator.runner.serverlog import record_server
@@ -44,6 +43,9 @@ from orchestrator.serving.registry import load_stack
 from orchestrator.serving.render import prompt_counter
 from orchestrator.serving.serverconfig import ServerConfig
 from orchestrator.serving.templates import NoTemplate, model_template
+
+if TYPE_CHECKING:  # the MCP SDK (the `mcp` extra) is imported only where a server starts
+    from orchestrator.runner.mcpclient import McpToolServer
 
 Seed = tuple[str, str]  # (suite, seed id)
 # A raw-template cell's template must render a first prompt (with the suite's tools), or the cell cannot run; a
@@ -92,6 +94,8 @@ class Sweep:
                 continue
             log = self.store.dir / "tool_calls" / f"{suite.suite}.jsonl"
             log.parent.mkdir(parents=True, exist_ok=True)
+            from orchestrator.runner.mcpclient import McpToolServer  # the `mcp` extra: only where a server starts
+
             self.tool_servers[suite.suite] = McpToolServer(suite.mcp.server, suite.mcp.transport, log_path=log).start()
 
     def stop_tool_servers(self) -> None:

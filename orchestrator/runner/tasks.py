@@ -227,7 +227,7 @@ def load_suite(name: str, directory: Path | None = None) -> Suite:
         raise SuiteError(f"{path}: invalid suite: {exc}") from exc
     if suite.mcp is None:
         return suite
-    from orchestrator.runner.mcpclient import McpError  # the MCP SDK only for suites that use a server
+    from orchestrator.runner.mcperror import McpError  # raised by mcpclient, also when the SDK is missing
 
     try:
         tools = _listed_tools(suite.mcp.server)

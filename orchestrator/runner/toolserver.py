@@ -9,11 +9,15 @@ as `tool_server_died` (the stack's side of the run, never scored as the model's)
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from orchestrator.core.classify import tools_by_name
 from orchestrator.core.types import ParsedCall, ToolExecution
-from orchestrator.runner.mcpclient import McpError, McpToolServer
+from orchestrator.runner.mcperror import McpError
 from orchestrator.runner.tasks import Seed, Suite, execute
+
+if TYPE_CHECKING:  # the MCP SDK (the `mcp` extra) is imported only where a server is started: runner/mcpclient.py
+    from orchestrator.runner.mcpclient import McpToolServer
 
 Executor = Callable[[ParsedCall], ToolExecution]
 UNREACHABLE = "tool_server:unreachable"

@@ -4,7 +4,9 @@ carrying the record's fields as attributes.
 
 Off unless OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: then spans go to that
 collector over OTLP http/protobuf, batched, flushed at the end of each sweep. Off, every helper returns at its
-first line and neither the SDK nor the exporter is imported. Tests install their own provider with `enable`.
+first line and neither the SDK nor the exporter is imported. OpenTelemetry is the `otel` extra: an endpoint set
+without it installed is one clear error (`TracingUnavailable`, checked before a run starts), never a silent run
+without traces. Tests install their own provider with `enable`.
 
 Seeds run on a thread pool: a seed span names its parent (the launch span) explicitly, and a turn span names its
 seed span, so no span depends on which thread happens to run it.
@@ -13,9 +15,10 @@ seed span, so no span depends on which thread happens to run it.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import Enum
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 
 SERVICE_NAME = "toolcall-matrix"
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+# What `configure_from_env` imports: the `otel` extra (pyproject.toml).
+SDK_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
 Loop = Callable[..., TurnRecord]  # run_seed / run_model_case / run_product_case: (ctx, record, heartbeat=...)
 
 _tracer: Tracer | None = None  # None: tracing is off (the only thing a helper looks at before returning)
@@ -49,6 +54,34 @@ class _SeedTrace:
 
 
 _seed: ContextVar[_SeedTrace | None] = ContextVar("toolcall_matrix_seed_trace", default=None)
+
+
+class TracingUnavailable(RuntimeError):
+    """An OTLP endpoint asks for traces, but the `otel` extra is not installed."""
+
+
+def requested(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment asks for traces: an endpoint set, and the SDK not switched off."""
+    env = os.environ if environ is None else environ
+    if not any(env.get(name) for name in ENDPOINT_VARS):
+        return False
+    return not (env.get("OTEL_SDK_DISABLED", "").lower() == "true" or env.get("OTEL_TRACES_EXPORTER") == "none")
+
+
+def check_available(environ: Mapping[str, str] | None = None) -> None:
+    """Raise TracingUnavailable when the environment asks for traces and OpenTelemetry is not installed."""
+    env = os.environ if environ is None else environ
+    if not requested(env):
+        return
+    try:
+        for module in SDK_MODULES:
+            importlib.import_module(module)
+    except ImportError as exc:
+        named = " / ".join(name for name in ENDPOINT_VARS if env.get(name))
+        raise TracingUnavailable(
+            f"{named} asks for OpenTelemetry traces, but OpenTelemetry is not installed: "
+            f"pip install -e '.[otel]' (or unset {named}) ({exc})"
+        ) from exc
 
 
 def enabled() -> bool:
@@ -70,13 +103,12 @@ def disable() -> None:
         provider.shutdown()
 
 
-def configure_from_env(environ: dict[str, str] | None = None) -> bool:
-    """Install the OTLP exporter when an endpoint is set (once per process); True when tracing is on."""
-    env = os.environ if environ is None else environ
-    if enabled() or not any(env.get(name) for name in ENDPOINT_VARS):
+def configure_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Install the OTLP exporter when an endpoint is set (once per process); True when tracing is on.
+    TracingUnavailable when an endpoint is set and the `otel` extra is not installed."""
+    if enabled() or not requested(environ):
         return enabled()
-    if env.get("OTEL_SDK_DISABLED", "").lower() == "true" or env.get("OTEL_TRACES_EXPORTER") == "none":
-        return False
+    check_available(environ)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider

@@ -161,9 +161,8 @@ def _slot_ids(reply: httpx.Response) -> list[int] | None:
     if not isinstance(body, list) or not body:
         return None
     ids = [item.get("id") for item in body if isinstance(item, dict)]
-    if len(ids) != len(body) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        return None
-    return ids
+    slots = [i for i in ids if isinstance(i, int) and not isinstance(i, bool)]
+    return slots if len(slots) == len(body) else None  # every item an object with an integer id, or none
 
 
 def _fill(text: str, values: dict[str, str]) -> str:

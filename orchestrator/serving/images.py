@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from orchestrator.serving.stackspec import ImageRef, StackSpec
+from orchestrator.serving.stackspec import Host, ImageRef, StackSpec
 
 VERSION_LABEL = "org.opencontainers.image.version"  # the OCI annotation images carry their release in
 Status = Literal["resolved", "local_build", "unresolved"]
@@ -118,14 +118,14 @@ def previous_digest(previous: list[dict[str, Any]], stack: str, host: str, image
 def image_record(
     client: Any,
     spec: StackSpec,
-    host: str,
+    host: Host,
     override: str | None,
     *,
     refresh: bool,
     previous: list[dict[str, Any]],
 ) -> ImageRecord:
     """One stack config's image, resolved, with the previous night's digest and the release-notes link."""
-    pinned = spec.images.get(host)  # type: ignore[call-overload]
+    pinned = spec.images.get(host)
     if override:
         name, _, digest = override.partition("@")  # repo[:tag]@sha256:...: a pinned override
         repository, tag = split_reference(name)

@@ -24,11 +24,12 @@ from orchestrator.serving.assets import cache_root
 from orchestrator.serving.readiness import ReadinessTimeout, ServerDied, wait_ready
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ServerConfig, reproduce_command, server_argv, server_env
-from orchestrator.serving.stackspec import StackSpec, render_args
+from orchestrator.serving.stackspec import Launch, StackSpec, render_args
 
 LABEL_MANAGED = "toolcall-matrix.managed"
 LABEL_RUN = "toolcall-matrix.run-id"
 LABEL_SERVER = "toolcall-matrix.server"
+ContainerFilters = dict[str, str | list[str] | bool]  # what the Docker SDK's containers.list takes
 
 
 class LaunchError(RuntimeError):
@@ -208,7 +209,9 @@ class DockerHandle(ServerHandle):
         device = {"device_ids": config.gpu_ids} if config.gpu_ids else {"count": gpus}
         gpu_request = [DeviceRequest(**device, capabilities=[["gpu"]])] if config.host == "gpu" else None
         try:
-            self.container = self._run_container(image_ref, network_mode, ports, volumes, spec, config, gpu_request)
+            self.container = self._run_container(
+                image_ref, network_mode, ports, volumes, spec.launch, config, gpu_request
+            )
         except BaseException:
             # SIGTERM, Ctrl-C or an engine error between create and start: the container may exist with no
             # handle to stop it, so remove it by this server's labels before going on.
@@ -221,7 +224,7 @@ class DockerHandle(ServerHandle):
         network_mode: str | None,
         ports: dict[str, Any] | None,
         volumes: dict[str, Any],
-        spec: StackSpec,
+        launch: Launch,
         config: ServerConfig,
         gpu_request: list[Any] | None,
     ) -> Any:
@@ -234,13 +237,13 @@ class DockerHandle(ServerHandle):
             network_mode=network_mode,
             ports=ports,
             volumes=volumes,
-            shm_size=spec.launch.shm_size,
-            ipc_mode="host" if spec.launch.ipc_host and config.host == "gpu" else None,
+            shm_size=launch.shm_size,
+            ipc_mode="host" if launch.ipc_host and config.host == "gpu" else None,
             device_requests=gpu_request,
         )
 
     def _remove_labelled(self) -> None:
-        filters = {"label": [f"{key}={value}" for key, value in self.labels.items()]}
+        filters: ContainerFilters = {"label": [f"{key}={value}" for key, value in self.labels.items()]}
         try:
             for container in self.client.containers.list(all=True, filters=filters):
                 container.remove(force=True)
@@ -417,7 +420,7 @@ def cleanup(run_id: str | None = None) -> list[str]:
         client = docker.from_env()
     except docker.errors.DockerException:
         return removed  # no engine: nothing of ours can be running there
-    filters = {"label": [f"{LABEL_MANAGED}=true"] + ([f"{LABEL_RUN}={run_id}"] if run_id else [])}
+    filters: ContainerFilters = {"label": [f"{LABEL_MANAGED}=true"] + ([f"{LABEL_RUN}={run_id}"] if run_id else [])}
     for container in client.containers.list(all=True, filters=filters):
         container.remove(force=True)
         removed.append(f"container {container.short_id} ({container.labels.get(LABEL_SERVER)})")

@@ -196,7 +196,7 @@ def sampling_defaults(spec: StackSpec, capabilities: dict[str, Any] | None) -> d
     if reported is None and not declared.builtin:
         return {"source": None, "values": None, "unsent_stages": None, "active_unsent": None,
                 "note": f"stack {spec.name!r}: no source for its sampler defaults"}  # fmt: skip
-    values: dict[str, Any] = dict(declared.builtin)
+    values: dict[str, Any] = {name: value for name, value in declared.builtin.items()}  # str keys
     sources = [f"stack file (documented defaults): {declared.note}"] if declared.builtin else []
     stages: dict[str, Any] = {}
     if reported is not None:

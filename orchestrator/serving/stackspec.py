@@ -7,7 +7,7 @@ and how it refuses requests. Everything stack-specific lives in that one file.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -155,7 +155,7 @@ SamplerParam = Literal[
     "max_tokens",
     "seed",
 ]
-SAMPLER_PARAMS: tuple[str, ...] = get_args(SamplerParam)
+SAMPLER_PARAMS: tuple[SamplerParam, ...] = get_args(SamplerParam)
 
 
 class Sampler(_Strict):
@@ -266,6 +266,13 @@ class SamplingDefaults(_Strict):
     note: str = ""
 
 
+class ClassifierSignatures(TypedDict):
+    """A stack's inputs to the classifier, as keyword arguments of `classify` (`StackSpec.signatures`)."""
+
+    refusals: list[RefusalSignature]
+    parser_failures: list[RefusalSignature]
+
+
 class StackSpec(_Strict):
     name: str
     description: str
@@ -321,7 +328,7 @@ class StackSpec(_Strict):
             raise ValueError("a stack needs at least one tool configuration")
         return value
 
-    def signatures(self) -> dict[str, list[RefusalSignature]]:
+    def signatures(self) -> ClassifierSignatures:
         """The classifier's stack-specific inputs, in one place: `classify(**spec.signatures(), ...)`."""
         return {"refusals": list(self.refusals), "parser_failures": list(self.parser_failures)}
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # the library's grammar; iter_sse drops comments
+from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # private: httpx-sse pinned exactly (pyproject.toml)
 
 from orchestrator.core.streamclassify import StreamCut
 from orchestrator.core.streams import StreamApi, StreamEvent, is_terminator

@@ -117,7 +117,7 @@ def decode_at(text: str, position: int) -> tuple[Any, int]:
     in place would cost O(position) per failure and make a scan over many candidates quadratic. A window
     is grown only while its end could be the cause (the value or the error reaches it), so the result is
     the same as decoding in place, at a cost proportional to what the decoder reads."""
-    position = _WS.match(text, position).end()  # type: ignore[union-attr]  # always matches
+    position = _WS.match(text, position).end()  # type: ignore[union-attr]  # _WS matches anywhere (maybe empty)
     window = _WINDOW
     while True:
         chunk = text[position : position + window]

@@ -66,11 +66,7 @@ def mask_fences(text: str, keep: frozenset[str], replacement: str = " ", found: 
 
 def skip_ws(text: str, position: int) -> int:
     """The first index at or after `position` that is not whitespace."""
-    return _WS.match(text, position).end()  # type: ignore[union-attr]  # always matches
-
-
-def startswith_after_ws(text: str, position: int, prefix: str) -> bool:
-    return text.startswith(prefix, skip_ws(text, position))
+    return _WS.match(text, position).end()  # type: ignore[union-attr]  # _WS matches anywhere (maybe empty)
 
 
 def bracket_end(text: str, start: int, limit: int | None = None) -> int | None:
@@ -89,14 +85,6 @@ def bracket_end(text: str, start: int, limit: int | None = None) -> int | None:
         elif token in ("'", '"', "#"):
             return None
     return None
-
-
-def line_start(text: str, position: int) -> bool:
-    """Whether only spaces or tabs stand between the previous newline (or the text's start) and `position`."""
-    index = position - 1
-    while index >= 0 and text[index] in " \t":
-        index -= 1
-    return index < 0 or text[index] == "\n"
 
 
 def rest_of_line_blank(text: str, position: int) -> bool:

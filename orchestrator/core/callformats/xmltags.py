@@ -99,7 +99,7 @@ class _Walker:
         return self.gt_at
 
     def function(self, name: str, body_start: int) -> tuple[ParsedCall, int]:
-        text, arguments, seen = self.text, {}, set()  # type: ignore[var-annotated]
+        text, arguments, seen = self.text, {}, set()
         position = skip_ws(text, body_start)
         while not text.startswith(FUNCTION_END, position):
             if position >= len(text):
