@@ -126,5 +126,8 @@ def lean_model(name: str, fields: Fields, doc: str) -> type[BaseModel]:
         raise ValueError(f"{name}: a strict model reads checked fields only")
     definitions = {field: _model_type(field, read) for field, read in fields.items()}
     config = ConfigDict(extra="ignore", strict=True)
-    model: type[BaseModel] = create_model(name, __config__=config, __doc__=doc, **definitions)  # type: ignore[call-overload]
+    # create_model's overloads want field definitions spelled out; these are built from the record's fields.
+    model: type[BaseModel] = create_model(
+        name, __config__=config, __doc__=doc, **definitions  # type: ignore[call-overload]  # fields built from data
+    )
     return model
