@@ -12,6 +12,7 @@ from orchestrator.serving.chatapi import Decoding
 from orchestrator.serving.launchers import free_port, running_server
 from orchestrator.serving.registry import load_stack
 from tests.conftest import REPLAY_DIR
+from tests.seedcontexts import seed_context
 
 
 def context(base_url: str, model: str, mode: ToolsMode, **overrides: object) -> SeedContext:
@@ -36,7 +37,7 @@ def context(base_url: str, model: str, mode: ToolsMode, **overrides: object) -> 
         headers={},
     )
     values.update(overrides)
-    return SeedContext(**values)  # type: ignore[arg-type]
+    return seed_context(**values)
 
 
 @pytest.fixture(scope="module")

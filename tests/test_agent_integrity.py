@@ -17,6 +17,7 @@ from orchestrator.serving.chatapi import Decoding, post_chat
 from orchestrator.serving.registry import load_stack
 from tests import bodies as b
 from tests.fakes.scripted import Reply, chat_reply, scripted_server
+from tests.seedcontexts import seed_context
 
 # Real bodies, each with its source, live in tests/bodies.py (one place).
 LLAMA_PARSE_FAILURE_QUOTING = b.LLAMACPP_PARSE_FAILURE  # older builds quote the generated text
@@ -48,7 +49,7 @@ def context(base_url: str, stack: str = "llamacpp", **overrides: object) -> Seed
         headers={},
     )
     values.update(overrides)
-    return SeedContext(**values)  # type: ignore[arg-type]
+    return seed_context(**values)
 
 
 def run(replies: list[Reply], **overrides: object) -> tuple[list[TurnRecord], int]:

@@ -28,6 +28,7 @@ from orchestrator.serving.chatapi import Decoding
 from orchestrator.serving.registry import load_stack
 from tests import bodies as b
 from tests.fakes.scripted import Reply, chat_reply, scripted_server
+from tests.seedcontexts import seed_context
 
 MD5_HELLO = "5d41402abc4b2a76b9719d911017c592"
 STATUS_7F3A = {"entity_id": "ent_7f3a", "status": "FILED", "name": "Harbor Works LLC", "state": "DE"}
@@ -104,7 +105,7 @@ def context(tools: ToolServer, url: str, seed: str, **overrides: Any) -> SeedCon
         execute_call=mcp_executor(tools.server, tools.suite),
     )
     values.update(overrides)
-    return SeedContext(**values)
+    return seed_context(**values)
 
 
 def drive(tools: ToolServer, replies: list[Reply], seed: str, *, model: bool = False, **overrides: Any) -> Run:

@@ -95,9 +95,10 @@ def test_a_template_that_fails_mid_seed_ends_that_seed_recorded(llama_server_bin
     """Gemma-style templates raise on roles they do not know: the raw-template seed ends as `template_error`
     with the turn recorded (no request sent, out of the denominator), and the run goes on."""
     from orchestrator.core.types import SeedEnd, ToolsMode, TurnRecord
-    from orchestrator.runner.agent import SeedContext, run_seed
+    from orchestrator.runner.agent import run_seed
     from orchestrator.runner.tasks import load_suite
     from orchestrator.serving.render import prompt_counter
+    from tests.seedcontexts import seed_context
 
     cfg = config("qwen2.5-coder-0.5b-instruct", llama_server_binary)
     spec = load_stack("llamacpp")
@@ -109,7 +110,7 @@ def test_a_template_that_fails_mid_seed_ends_that_seed_recorded(llama_server_bin
     strict = ChatTemplate(text=guard + real.text, source="test", eos_token=real.eos_token)
     records: list[TurnRecord] = []
     with running_server(cfg, run_id="test-render") as handle:
-        ctx = SeedContext(
+        ctx = seed_context(
             run_id="r", cell_id="c", stack_label="llamacpp-jinja", spec=spec, parser=None, stack_version=None,
             base_url=handle.base_url, model=cfg.model.name, mode=ToolsMode.RAW_TEMPLATE, suite=load_suite("ops"),
             seed_id="ops-00", decoding=DECODING.model_copy(update={"max_tokens": 96}), turn_cap=4, loop_repeats=3,

@@ -15,6 +15,7 @@ from orchestrator.serving.chatapi import Decoding, post_chat_stream
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.streaming import StreamTimeouts
 from tests.replay import streamshapes as shapes
+from tests.seedcontexts import seed_context
 
 GAP_S = 1.0
 
@@ -45,7 +46,7 @@ def context(base_url: str, **overrides: object) -> SeedContext:
     values.update(overrides)
     streams: list[dict] = []
     values.setdefault("record_stream", lambda record: streams.append(record) or f"streams/c.jsonl:{len(streams)}")
-    return SeedContext(**values)  # type: ignore[arg-type]
+    return seed_context(**values)
 
 
 def test_a_stalled_stream_ends_within_the_gap_limit_as_stalled_and_is_not_retried() -> None:

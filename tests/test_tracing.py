@@ -57,9 +57,12 @@ def spans(no_endpoint: None) -> InMemorySpanExporter:
 def seed_ctx(seed_id: str) -> Any:
     """What a seed span reads of a SeedContext."""
     return SimpleNamespace(
-        run_id="r", cell_id="c", seed_id=seed_id, seed_attempt=0, sample=0, suite=SimpleNamespace(suite="ops"),
-        model="m", spec=SimpleNamespace(name="llamacpp"), stack_label="llamacpp-jinja", stack_version="b1",
-        parser="jinja", mode=ToolsMode.NATIVE, stream=False, channel=None, without=None,
+        run_id="r", cell_id="c",
+        task=SimpleNamespace(seed_id=seed_id, seed_attempt=0, sample=0, suite=SimpleNamespace(suite="ops"),
+                             mode=ToolsMode.NATIVE),
+        server=SimpleNamespace(model="m", spec=SimpleNamespace(name="llamacpp"), stack_label="llamacpp-jinja",
+                               stack_version="b1", parser="jinja"),
+        policy=SimpleNamespace(stream=False), product=SimpleNamespace(channel=None, without=None),
     )  # fmt: skip
 
 
@@ -77,7 +80,7 @@ def fake_loop(ctx: Any, write: Any, heartbeat: Any = None) -> TurnRecord:
     for turn in range(2):
         tracing.request_started()
         time.sleep(0.05)
-        last = record(ctx.seed_id, turn, end=SeedEnd.TURN_CAP if turn else None)
+        last = record(ctx.task.seed_id, turn, end=SeedEnd.TURN_CAP if turn else None)
         write(last)
     return last
 

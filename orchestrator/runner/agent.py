@@ -69,49 +69,78 @@ class SeedCancelled(Exception):
     """The run was interrupted: this seed stops without another record (resume reruns it)."""
 
 
-@dataclass(frozen=True)
-class SeedContext:
-    """Everything one seed run needs; passed whole rather than as a dozen parameters."""
+@dataclass(frozen=True, kw_only=True)
+class SeedTask:
+    """What the seed asks and how it is posed: the case, the mode, the turn budget and how calls are read."""
 
-    run_id: str
-    cell_id: str
+    suite: Suite
+    seed_id: str
+    mode: ToolsMode
+    turn_cap: int
+    loop_repeats: int
+    sample: int = 0  # index of a repeated sample of this case: its own sampling seeds
+    seed_attempt: int = 0
+    call_format: str = "auto"  # how text calls are read (the cell's `call_format`: auto or one recogniser)
+    template: ChatTemplate | None = None  # raw-template: the model's own chat template, rendered by the harness
+    semantics: RequestSemantics | None = None  # tool_choice / parallel_tool_calls (native modes only)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServedBy:
+    """The server as this seed reaches it: which stack config, where, and what it can tell about itself."""
+
     stack_label: str
     spec: StackSpec
     parser: str | None
     stack_version: str | None
     base_url: str
     model: str
-    mode: ToolsMode
-    suite: Suite
-    seed_id: str
-    decoding: Decoding
-    turn_cap: int
-    loop_repeats: int
-    request_timeout_s: float
-    max_attempts: int
-    backoff_s: float
     headers: dict[str, str]
-    max_retry_after_s: float = 60.0
-    seed_attempt: int = 0
-    sample: int = 0  # index of a repeated sample of this case: its own sampling seeds
     shared_server: bool = False  # other seeds run concurrently on this server (each turn is flagged)
-    call_format: str = "auto"  # how text calls are read (the cell's `call_format`: auto or one recogniser)
     server_alive: Callable[[], bool] = lambda: True
     # Clears the server's prompt cache at the seed's start; its result goes on the seed's first record.
     reset_cache: Callable[[httpx.Client], dict[str, Any]] | None = None
-    template: ChatTemplate | None = None  # raw-template: the model's own chat template, rendered by the harness
     count_prompt: PromptCounter | None = None  # the server's own count of each turn's prompt (truncation check)
-    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestPolicy:
+    """How every request of the seed is sent, read and retried."""
+
+    decoding: Decoding
+    request_timeout_s: float
+    max_attempts: int
+    backoff_s: float
+    max_retry_after_s: float = 60.0
+    stream: bool = False  # the cell's stream axis: every request is sent with stream: true and read as it arrives
+    stream_timeouts: StreamTimeouts | None = None  # first byte, longest gap, whole request
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProductSetup:
+    """The channel axis: which loop runs the case, and for the product channel its guards and tool server."""
+
     channel: str | None = None  # model | product; None: this loop (no channel axis)
     without: str | None = None  # ablation: the guard switched off in this cell
     guards: frozenset[str] = frozenset()  # product channel: the guards that are on
     # Product channel: hands one call to the tool server (dry run) and returns what it answered.
     execute_call: Callable[[ParsedCall], ToolExecution] | None = None
-    stream: bool = False  # the cell's stream axis: every request is sent with stream: true and read as it arrives
-    stream_timeouts: StreamTimeouts | None = None  # first byte, longest gap, whole request
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeedContext:
+    """Everything one seed run needs, in four parts by what each says (the task, the server, the request
+    policy, the channel), plus where it belongs and the run's shared signals."""
+
+    run_id: str
+    cell_id: str
+    task: SeedTask
+    server: ServedBy
+    policy: RequestPolicy
+    product: ProductSetup = field(default_factory=ProductSetup)
+    cancelled: threading.Event = field(default_factory=threading.Event)
     # Writes one streamed attempt's raw events to the cell's side file; returns the reference the turn keeps.
     record_stream: Callable[[dict[str, Any]], str] = lambda _record: ""
-    semantics: RequestSemantics | None = None  # tool_choice / parallel_tool_calls (native modes only)
 
 
 def run_seed(
@@ -119,16 +148,16 @@ def run_seed(
 ) -> TurnRecord:
     """Run one seed to its end; every turn (and retry attempt) goes to `record` before it is acted on.
     Raises SeedCancelled when `ctx.cancelled` is set."""
-    seed = ctx.suite.seed(ctx.seed_id)
-    tools = ctx.suite.tools
-    rules = mode_of(ctx.mode)
-    messages = initial_messages(ctx.mode, ctx.suite.system_prompt, seed.request, tools)
+    seed = ctx.task.suite.seed(ctx.task.seed_id)
+    tools = ctx.task.suite.tools
+    rules = mode_of(ctx.task.mode)
+    messages = initial_messages(ctx.task.mode, ctx.task.suite.system_prompt, seed.request, tools)
     recent_calls: list[str] = []
-    with httpx.Client(headers=ctx.headers) as client:
-        cache = ctx.reset_cache(client) if ctx.reset_cache else None
-        for turn in range(ctx.turn_cap):
+    with httpx.Client(headers=ctx.server.headers) as client:
+        cache = ctx.server.reset_cache(client) if ctx.server.reset_cache else None
+        for turn in range(ctx.task.turn_cap):
             try:
-                request = build_request(ctx.mode, messages, tools, ctx.template)
+                request = build_request(ctx.task.mode, messages, tools, ctx.task.template)
             except TemplateError as exc:  # the harness cannot build the prompt: no request, nothing the model did
                 return finish_seed(record, template_failure(ctx, turn, exc), SeedEnd.TEMPLATE_ERROR)
             last, verdict, end = answer_turn(
@@ -136,18 +165,18 @@ def run_seed(
             )
             if end is not None:
                 return finish_seed(record, last, end)
-            results = [execute(ctx.suite, seed, call) for call in verdict.calls]
+            results = [execute(ctx.task.suite, seed, call) for call in verdict.calls]
             submitted = next((r for r in results if r.submitted), None)
             if submitted is not None:
                 success = answer_correct(seed.expected, submitted.answer)
                 return finish_seed(record, last, SeedEnd.SUBMITTED, task_success=success)
             signature = json.dumps([[c.name, c.arguments] for c in verdict.calls], sort_keys=True, default=str)
-            recent_calls = [*recent_calls[-(ctx.loop_repeats - 1) :], signature]
-            looping = rules.detects_loops and len(recent_calls) == ctx.loop_repeats and len(set(recent_calls)) == 1
-            if looping or turn + 1 == ctx.turn_cap:
+            recent_calls = [*recent_calls[-(ctx.task.loop_repeats - 1) :], signature]
+            looping = rules.detects_loops and len(recent_calls) == ctx.task.loop_repeats and len(set(recent_calls)) == 1
+            if looping or turn + 1 == ctx.task.turn_cap:
                 return finish_seed(record, last, SeedEnd.LOOP if looping else SeedEnd.TURN_CAP)
             record(last)
-            messages = [*messages, *continue_messages(ctx.spec.api, verdict, results, turn, mode=ctx.mode)]
+            messages = [*messages, *continue_messages(ctx.server.spec.api, verdict, results, turn, mode=ctx.task.mode)]
     raise AssertionError("unreachable: the turn cap ends every seed")
 
 
@@ -155,18 +184,19 @@ def payload_for(ctx: SeedContext, request: Request) -> Callable[[int], dict[str,
     """The request body for each attempt of a turn (each attempt carries its own sampling seed)."""
 
     def payload(attempt: int) -> dict[str, Any]:
-        decoding = ctx.decoding.model_copy(update={"seed": _sampling_seed(ctx, attempt)})
+        decoding = ctx.policy.decoding.model_copy(update={"seed": _sampling_seed(ctx, attempt)})
         if request.prompt is not None:
-            return build_completion_payload(ctx.spec, ctx.model, request.prompt, decoding, stream=ctx.stream)
+            stream = ctx.policy.stream
+            return build_completion_payload(ctx.server.spec, ctx.server.model, request.prompt, decoding, stream=stream)
         return build_payload(
-            ctx.spec,
-            ctx.model,
+            ctx.server.spec,
+            ctx.server.model,
             request.messages,
             decoding,
             tools=request.tools,
             response_schema=request.response_schema,
-            stream=ctx.stream,
-            semantics=ctx.semantics,
+            stream=ctx.policy.stream,
+            semantics=ctx.task.semantics,
         )
 
     return payload
@@ -184,32 +214,32 @@ def answer_turn(
 ) -> tuple[TurnRecord, Classification, SeedEnd | None]:
     """One turn's answer, retried only while no model output arrived. Returns the turn's record (not yet
     written unless it was a retried attempt), its verdict, and the seed end it forces, if any."""
-    path = ctx.spec.completion_path if request.prompt is not None else ctx.spec.chat_path
-    url = ctx.base_url.rstrip("/") + (path or ctx.spec.chat_path)
-    for attempt in range(ctx.max_attempts):
+    path = ctx.server.spec.completion_path if request.prompt is not None else ctx.server.spec.chat_path
+    url = ctx.server.base_url.rstrip("/") + (path or ctx.server.spec.chat_path)
+    for attempt in range(ctx.policy.max_attempts):
         if ctx.cancelled.is_set():
-            raise SeedCancelled(ctx.seed_id)
-        heartbeat(f"{ctx.cell_id} {ctx.seed_id} turn {turn} attempt {attempt}")
+            raise SeedCancelled(ctx.task.seed_id)
+        heartbeat(f"{ctx.cell_id} {ctx.task.seed_id} turn {turn} attempt {attempt}")
         tracing.request_started()  # this attempt's turn span starts here (tracing on)
         sent = send(ctx, client, url, payload(attempt), turn, attempt, heartbeat)
         if ctx.cancelled.is_set():  # the server is being torn down: this answer is not the model's
-            raise SeedCancelled(ctx.seed_id)
+            raise SeedCancelled(ctx.task.seed_id)
         exchange, verdict = sent.exchange, sent.verdict
         rendered = _rendered_prompt_tokens(ctx, client, request, exchange)
         last = turn_record(ctx, turn, attempt, sent, cache if attempt == 0 else None, rendered)
-        if verdict.outcome is Outcome.NON_RESPONSE and not ctx.server_alive():
+        if verdict.outcome is Outcome.NON_RESPONSE and not ctx.server.server_alive():
             return last, verdict, SeedEnd.SERVER_DIED
         if not verdict.retryable:
             return last, verdict, end_without_calls(verdict)
-        if attempt + 1 == ctx.max_attempts:
+        if attempt + 1 == ctx.policy.max_attempts:
             # A dying server can still look alive the instant its socket closes: a short grace before blaming
             # the retries (the server's own Retry-After is moot: there is no next attempt).
             if ctx.cancelled.wait(min(LIVENESS_GRACE_S, _retry_delay(ctx, attempt, exchange))):
-                raise SeedCancelled(ctx.seed_id)
-            return last, verdict, SeedEnd.RETRIES_EXHAUSTED if ctx.server_alive() else SeedEnd.SERVER_DIED
+                raise SeedCancelled(ctx.task.seed_id)
+            return last, verdict, SeedEnd.RETRIES_EXHAUSTED if ctx.server.server_alive() else SeedEnd.SERVER_DIED
         record(last)  # the failed attempt is on disk before the wait
         if ctx.cancelled.wait(_retry_delay(ctx, attempt, exchange)):
-            raise SeedCancelled(ctx.seed_id)
+            raise SeedCancelled(ctx.task.seed_id)
     raise AssertionError("unreachable: max_attempts >= 1")
 
 
@@ -217,9 +247,9 @@ def _rendered_prompt_tokens(
     ctx: SeedContext, client: httpx.Client, request: Request, exchange: ChatExchange
 ) -> int | None:
     """The server's own count of the prompt it answered (only for answers: a refusal used no prompt)."""
-    if ctx.count_prompt is None or exchange.http_status is None or not 200 <= exchange.http_status < 300:
+    if ctx.server.count_prompt is None or exchange.http_status is None or not 200 <= exchange.http_status < 300:
         return None
-    return ctx.count_prompt(client, request.messages, request.tools, request.prompt)
+    return ctx.server.count_prompt(client, request.messages, request.tools, request.prompt)
 
 
 def template_failure(ctx: SeedContext, turn: int, exc: TemplateError) -> TurnRecord:
@@ -228,20 +258,20 @@ def template_failure(ctx: SeedContext, turn: int, exc: TemplateError) -> TurnRec
     verdict = Classification(
         outcome=Outcome.NON_RESPONSE,
         detail=TEMPLATE_FAILURE_DETAIL,
-        parse_path=mode_of(ctx.mode).parse_path,
+        parse_path=mode_of(ctx.task.mode).parse_path,
         error=ErrorInfo(type="template_error", body=str(exc)),
     )
     return turn_record(ctx, turn, 0, Attempt(ChatExchange(None, None, None, 0.0), verdict, None), None)
 
 
 def _sampling_seed(ctx: SeedContext, attempt: int) -> int | None:
-    return sampling_seed(ctx.decoding.seed, ctx.seed_id, ctx.sample, attempt)
+    return sampling_seed(ctx.policy.decoding.seed, ctx.task.seed_id, ctx.task.sample, attempt)
 
 
 def _retry_delay(ctx: SeedContext, attempt: int, exchange: ChatExchange) -> float:
     if exchange.retry_after_s is not None:  # the server said when: honour it, within a bound
-        return min(exchange.retry_after_s, ctx.max_retry_after_s)
-    return ctx.backoff_s * (attempt + 1)
+        return min(exchange.retry_after_s, ctx.policy.max_retry_after_s)
+    return ctx.policy.backoff_s * (attempt + 1)
 
 
 def turn_record(
@@ -258,30 +288,30 @@ def turn_record(
     if prompt_truncated(tokens.prompt, rendered):
         flags.append(PROMPT_TRUNCATED_FLAG)
     answered = exchange.http_status is not None and 200 <= exchange.http_status < 300
-    if ctx.count_prompt is not None and answered and rendered is None:
+    if ctx.server.count_prompt is not None and answered and rendered is None:
         flags.append(PROMPT_COUNT_UNAVAILABLE_FLAG)
     if cache is not None and not cache.get("cleared", False):  # this seed may see an earlier seed's cache
         flags.append(CACHE_NOT_CLEARED_FLAG)
-    if ctx.shared_server:
+    if ctx.server.shared_server:
         flags.append(CACHE_SHARED_FLAG)
     return TurnRecord(
         run_id=ctx.run_id,
         cell_id=ctx.cell_id,
-        seed=ctx.seed_id,
-        seed_attempt=ctx.seed_attempt,
-        sample=ctx.sample,
+        seed=ctx.task.seed_id,
+        seed_attempt=ctx.task.seed_attempt,
+        sample=ctx.task.sample,
         sampling_seed=_sampling_seed(ctx, attempt),
-        suite=ctx.suite.suite,
+        suite=ctx.task.suite.suite,
         turn=turn,
         attempt=attempt,
-        model=ctx.model,
-        stack=ctx.spec.name,
-        stack_config=ctx.stack_label,
-        stack_version=ctx.stack_version,
-        tools_mode=ctx.mode,
-        hint=mode_of(ctx.mode).hint,
+        model=ctx.server.model,
+        stack=ctx.server.spec.name,
+        stack_config=ctx.server.stack_label,
+        stack_version=ctx.server.stack_version,
+        tools_mode=ctx.task.mode,
+        hint=mode_of(ctx.task.mode).hint,
         http_status=exchange.http_status,
-        parser=ctx.parser,
+        parser=ctx.server.parser,
         parse_path=verdict.parse_path,
         outcome=verdict.outcome,
         detail=verdict.detail,
@@ -296,17 +326,17 @@ def turn_record(
         call_format=verdict.call_format,
         text_calls=verdict.text_calls,
         raw_body=exchange.body,  # a stream's body is its events, in the side file (`stream_ref`)
-        stream=ctx.stream,
+        stream=ctx.policy.stream,
         stream_ref=sent.stream_ref,
         stream_facts=sent.stream_facts,
-        tool_choice=ctx.semantics.tool_choice if ctx.semantics else None,
-        parallel_tool_calls=ctx.semantics.parallel_tool_calls if ctx.semantics else None,
+        tool_choice=ctx.task.semantics.tool_choice if ctx.task.semantics else None,
+        parallel_tool_calls=ctx.task.semantics.parallel_tool_calls if ctx.task.semantics else None,
         constraint_honoured=verdict.constraint_honoured,
         finish_reason=verdict.finish_reason,
         flags=flags,
         prompt_cache=cache,
-        channel=ctx.channel,
-        without=ctx.without,
+        channel=ctx.product.channel,
+        without=ctx.product.without,
     )
 
 

@@ -48,12 +48,12 @@ Heartbeat = Callable[[str], None]
 
 def run_model_case(ctx: SeedContext, record: Record, heartbeat: Heartbeat = lambda _m: None) -> TurnRecord:
     """One request: the case's first answer is the whole run (its end says whether the stack let it run)."""
-    seed = ctx.suite.seed(ctx.seed_id)
-    messages = initial_messages(ctx.mode, ctx.suite.system_prompt, seed.request, ctx.suite.tools)
-    with httpx.Client(headers=ctx.headers) as client:
-        cache = ctx.reset_cache(client) if ctx.reset_cache else None
+    seed = ctx.task.suite.seed(ctx.task.seed_id)
+    messages = initial_messages(ctx.task.mode, ctx.task.suite.system_prompt, seed.request, ctx.task.suite.tools)
+    with httpx.Client(headers=ctx.server.headers) as client:
+        cache = ctx.server.reset_cache(client) if ctx.server.reset_cache else None
         try:
-            request = build_request(ctx.mode, messages, ctx.suite.tools, ctx.template)
+            request = build_request(ctx.task.mode, messages, ctx.task.suite.tools, ctx.task.template)
         except TemplateError as exc:
             return finish_seed(record, template_failure(ctx, 0, exc), SeedEnd.TEMPLATE_ERROR)
         last, _verdict, end = answer_turn(ctx, client, request, payload_for(ctx, request), 0, heartbeat, record, cache)
@@ -88,13 +88,14 @@ class Step:
 
 def run_product_case(ctx: SeedContext, record: Record, heartbeat: Heartbeat = lambda _m: None) -> TurnRecord:
     """The agent loop with guards, to a final answer, a short-circuit, a second stall, or the turn cap."""
-    seed = ctx.suite.seed(ctx.seed_id)
-    state = ProductState(initial_messages(ctx.mode, ctx.suite.system_prompt, seed.request, ctx.suite.tools))
-    with httpx.Client(headers=ctx.headers) as client:
-        cache = ctx.reset_cache(client) if ctx.reset_cache else None
-        for turn in range(ctx.turn_cap):
+    task = ctx.task
+    seed = task.suite.seed(task.seed_id)
+    state = ProductState(initial_messages(task.mode, task.suite.system_prompt, seed.request, task.suite.tools))
+    with httpx.Client(headers=ctx.server.headers) as client:
+        cache = ctx.server.reset_cache(client) if ctx.server.reset_cache else None
+        for turn in range(ctx.task.turn_cap):
             try:
-                request = build_request(ctx.mode, state.messages, ctx.suite.tools, ctx.template)
+                request = build_request(ctx.task.mode, state.messages, ctx.task.suite.tools, ctx.task.template)
             except TemplateError as exc:
                 return finish_seed(record, template_failure(ctx, turn, exc), SeedEnd.TEMPLATE_ERROR)
             first = cache if turn == 0 else None
@@ -111,7 +112,7 @@ def run_product_case(ctx: SeedContext, record: Record, heartbeat: Heartbeat = la
                 return finish_seed(record, flagged, SeedEnd.TOOL_SERVER_DIED)
             if step.end is not None:
                 return finish_seed(record, last, step.end, final_answer=step.final_answer)
-            if turn + 1 == ctx.turn_cap:
+            if turn + 1 == ctx.task.turn_cap:
                 return finish_seed(record, last, SeedEnd.TURN_CAP)
             record(last)
             state.messages = [*state.messages, *step.messages]
@@ -124,13 +125,13 @@ def _prompted(record: Record, prompted_by: str | None) -> Record:
 
 
 def _on(ctx: SeedContext, guard: str) -> bool:
-    return guard in ctx.guards
+    return guard in ctx.product.guards
 
 
 def _act_on_calls(ctx: SeedContext, verdict: Classification, state: ProductState, turn: int) -> Step:
     """Repair, de-duplicate and execute the turn's calls; then the short-circuit and a submit end the case."""
-    assert ctx.execute_call is not None, "the product channel needs a tool server"
-    schemas = tools_by_name(ctx.suite.tools)
+    assert ctx.product.execute_call is not None, "the product channel needs a tool server"
+    schemas = tools_by_name(ctx.task.suite.tools)
     executions: list[ToolExecution] = []
     events: list[GuardEvent] = []
     for raw in verdict.calls:
@@ -144,7 +145,7 @@ def _act_on_calls(ctx: SeedContext, verdict: Classification, state: ProductState
             if event.fired:  # not handed to the server again: the model is told its result is above
                 executions.append(ToolExecution(call=call, result={"note": DEDUP_NOTE}, sent=False))
                 continue
-        execution = ctx.execute_call(call)
+        execution = ctx.product.execute_call(call)
         if execution.sent:
             state.executed.add(call_signature(call))
         executions.append(execution)
@@ -153,15 +154,15 @@ def _act_on_calls(ctx: SeedContext, verdict: Classification, state: ProductState
     state.last_results = len(executions)
     state.last_call_refused = all(e.error for e in executions)
     if _on(ctx, "short_circuit"):
-        event = short_circuit_check(executions, frozenset(ctx.suite.deterministic), observations_before)
+        event = short_circuit_check(executions, frozenset(ctx.task.suite.deterministic), observations_before)
         events.append(event)
         if event.fired:
             return Step(executions, events, [], SeedEnd.SHORT_CIRCUIT, final_answer=str(event.after))
-    submitted = _submitted_answer(ctx.suite, executions)
+    submitted = _submitted_answer(ctx.task.suite, executions)
     if submitted is not None:
         return Step(executions, events, [], SeedEnd.SUBMITTED, final_answer=submitted)
     results = [ToolResult(call=e.call, result=e.result, error=e.error) for e in executions]
-    messages = continue_messages(ctx.spec.api, verdict, results, turn, mode=ctx.mode)
+    messages = continue_messages(ctx.server.spec.api, verdict, results, turn, mode=ctx.task.mode)
     return Step(executions, events, messages)
 
 
@@ -194,7 +195,7 @@ def _judge_reply(ctx: SeedContext, verdict: Classification, state: ProductState)
             return Step([], events, [], SeedEnd.ANSWERED, final_answer=answer)
         events.append(event)
     if _on(ctx, "stall"):
-        request = ctx.suite.seed(ctx.seed_id).request
+        request = ctx.task.suite.seed(ctx.task.seed_id).request
         event = stall_check(
             text, user_request=request, tool_results_seen=follows_results, last_call_refused=state.last_call_refused
         )

@@ -38,9 +38,9 @@ def stream_key(ctx: SeedContext, turn: int, attempt: int) -> dict[str, Any]:
     """Which turn attempt a side-file record belongs to (the turn record's identity, as stored)."""
     return {
         "cell_id": ctx.cell_id,
-        "seed": ctx.seed_id,
-        "seed_attempt": ctx.seed_attempt,
-        "sample": ctx.sample,
+        "seed": ctx.task.seed_id,
+        "seed_attempt": ctx.task.seed_attempt,
+        "sample": ctx.task.sample,
         "turn": turn,
         "attempt": attempt,
     }
@@ -84,36 +84,36 @@ def send(
     heartbeat: Callable[[str], None],
 ) -> Attempt:
     """Send one attempt and label it; a stream's events are on disk before the label exists."""
-    if not ctx.stream:
-        exchange = post_chat(client, url, payload, ctx.request_timeout_s)
+    if not ctx.policy.stream:
+        exchange = post_chat(client, url, payload, ctx.policy.request_timeout_s)
         return Attempt(exchange, _label(ctx, exchange), exchange.body)
-    where = f"{ctx.cell_id} {ctx.seed_id} turn {turn} attempt {attempt}"
+    where = f"{ctx.cell_id} {ctx.task.seed_id} turn {turn} attempt {attempt}"
 
     def on_event(event: StreamEvent, count: int) -> None:
         heartbeat(f"{where} streaming: {count} events")
 
-    assert ctx.stream_timeouts is not None, "a streamed cell carries its stream timeouts"
-    exchange = post_chat_stream(client, url, payload, ctx.spec.api, ctx.stream_timeouts, on_event)
+    assert ctx.policy.stream_timeouts is not None, "a streamed cell carries its stream timeouts"
+    exchange = post_chat_stream(client, url, payload, ctx.server.spec.api, ctx.policy.stream_timeouts, on_event)
     if exchange.stream is None:  # it never became a stream (a refusal, a JSON body, no connection)
         return Attempt(exchange, _label(ctx, exchange), exchange.body)
     ref = ctx.record_stream({"key": stream_key(ctx, turn, attempt), **exchange.stream.record()})
     verdict = _label(ctx, exchange)
-    body = assemble(exchange.stream.events, ctx.spec.api).body
+    body = assemble(exchange.stream.events, ctx.server.spec.api).body
     return Attempt(exchange, verdict, body, ref, stream_facts(exchange, verdict, body))
 
 
 def _label(ctx: SeedContext, exchange: ChatExchange) -> Classification:
     stream = None
     if exchange.stream is not None:
-        stream = StreamInput(events=exchange.stream.events, api=ctx.spec.api, cut=exchange.stream.cut)
+        stream = StreamInput(events=exchange.stream.events, api=ctx.server.spec.api, cut=exchange.stream.cut)
     return label_turn(
-        **ctx.spec.signatures(),
-        mode=ctx.mode,
-        tools=ctx.suite.tools,
+        **ctx.server.spec.signatures(),
+        mode=ctx.task.mode,
+        tools=ctx.task.suite.tools,
         http_status=exchange.http_status,
         body=exchange.body,
         transport_error=exchange.transport_error,
-        call_format=ctx.call_format,
+        call_format=ctx.task.call_format,
         stream=stream,
-        semantics=ctx.semantics,
+        semantics=ctx.task.semantics,
     )

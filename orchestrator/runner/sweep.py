@@ -23,7 +23,15 @@ from orchestrator.core.chattemplate import ChatTemplate, TemplateError, render_c
 from orchestrator.core.modes import mode_of
 from orchestrator.core.types import CellStatus, SeedEnd, TurnRecord
 from orchestrator.runner import tracing
-from orchestrator.runner.agent import SeedCancelled, SeedContext, run_seed
+from orchestrator.runner.agent import (
+    ProductSetup,
+    RequestPolicy,
+    SeedCancelled,
+    SeedContext,
+    SeedTask,
+    ServedBy,
+    run_seed,
+)
 from orchestrator.runner.cellconfig import cell_config
 from orchestrator.runner.channels import run_model_case, run_product_case
 from orchestrator.runner.guards import active_guards
@@ -37,11 +45,12 @@ from orchestrator.runner.streamstore import StreamStore
 from orchestrator.runner.tasks import Suite, load_suite
 from orchestrator.runner.toolserver import Executor, local_executor, mcp_executor
 from orchestrator.serving.cache import reset_prompt_cache
-from orchestrator.serving.launchers import auth_headers
+from orchestrator.serving.launchers import ServerHandle, auth_headers
 from orchestrator.serving.probe import ProbeResult, probe
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.render import prompt_counter
 from orchestrator.serving.serverconfig import ServerConfig
+from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.templates import NoTemplate, model_template
 
 if TYPE_CHECKING:  # the MCP SDK (the `mcp` extra) is imported only where a server starts
@@ -350,8 +359,8 @@ class Sweep:
         template: ChatTemplate | None = None,
     ) -> list[Seed]:
         """Run seeds (concurrently where the matrix says); returns those whose server died under them."""
-        spec = load_stack(cell.stack.stack)
-        handle = session.handle
+        served = served_by(cell, load_stack(cell.stack.stack), session.handle, base, config, self.matrix.concurrency)
+        policy = request_policy(self.matrix, cell)
 
         def one(seed: Seed) -> Seed | None:
             suite, seed_id = seed
@@ -361,42 +370,28 @@ class Sweep:
             ctx = SeedContext(
                 run_id=self.store.run_id,
                 cell_id=cell.cell_id,
-                stack_label=cell.stack.label,
-                spec=spec,
-                parser=base["parser"],
-                stack_version=base["stack_version"],
-                base_url=handle.base_url,
-                model=config.model.name,
-                mode=cell.mode,
-                suite=loaded,
-                seed_id=seed_id,
-                decoding=self.matrix.decoding,
-                turn_cap=self.matrix.turn_cap_for(cell.model),
-                loop_repeats=self.matrix.loop_repeats,
-                request_timeout_s=self.matrix.timeouts.request_s,
-                max_attempts=self.matrix.retries.max_attempts,
-                backoff_s=self.matrix.retries.backoff_s,
-                max_retry_after_s=self.matrix.retries.max_retry_after_s,
-                headers=auth_headers(spec),
-                seed_attempt=attempt,
-                shared_server=self.matrix.concurrency > 1,
-                call_format=base.get("call_format") or cell.call_format,
-                server_alive=handle.alive,
-                reset_cache=lambda client: reset_prompt_cache(
-                    client, handle.base_url, spec, served_name=config.model.name
+                task=SeedTask(
+                    suite=loaded,
+                    seed_id=seed_id,
+                    mode=cell.mode,
+                    turn_cap=self.matrix.turn_cap_for(cell.model),
+                    loop_repeats=self.matrix.loop_repeats,
+                    sample=cell.sample,
+                    seed_attempt=attempt,
+                    call_format=base.get("call_format") or cell.call_format,
+                    template=template,
+                    semantics=cell.semantics(loaded.tools),
+                ),
+                server=served,
+                policy=policy,
+                product=ProductSetup(
+                    channel=None if cell.channel == "agent" else cell.channel,
+                    without=cell.without,
+                    guards=self.cell_guards(cell),
+                    execute_call=self.executor(loaded, seed_id) if cell.channel == "product" else None,
                 ),
                 cancelled=self.cancelled,
-                template=template,
-                count_prompt=prompt_counter(spec, handle.base_url, config.model.name),
-                sample=cell.sample,
-                channel=None if cell.channel == "agent" else cell.channel,
-                without=cell.without,
-                guards=self.cell_guards(cell),
-                execute_call=self.executor(loaded, seed_id) if cell.channel == "product" else None,
-                stream=cell.stream,
-                stream_timeouts=self.matrix.timeouts.stream_limits(),
                 record_stream=lambda record: self.streams.append(cell.cell_id, record),
-                semantics=cell.semantics(loaded.tools),
             )
             loop = tracing.traced_loop(self.loop_for(cell), session.span, session.config.tool_config)
             try:
@@ -410,3 +405,35 @@ class Sweep:
             return seed if final.end is SeedEnd.SERVER_DIED else None
 
         return [seed for seed in map_seeds(one, seeds, self.matrix.concurrency, self.cancelled) if seed is not None]
+
+
+def served_by(
+    cell: Cell, spec: StackSpec, handle: ServerHandle, base: dict[str, Any], config: ServerConfig, concurrency: int
+) -> ServedBy:
+    """The server as every seed of the cell reaches it (the same for all of them)."""
+    return ServedBy(
+        stack_label=cell.stack.label,
+        spec=spec,
+        parser=base["parser"],
+        stack_version=base["stack_version"],
+        base_url=handle.base_url,
+        model=config.model.name,
+        headers=auth_headers(spec),
+        shared_server=concurrency > 1,
+        server_alive=handle.alive,
+        reset_cache=lambda client: reset_prompt_cache(client, handle.base_url, spec, served_name=config.model.name),
+        count_prompt=prompt_counter(spec, handle.base_url, config.model.name),
+    )
+
+
+def request_policy(matrix: Matrix, cell: Cell) -> RequestPolicy:
+    """How the cell's requests are sent and retried: the matrix's decoding, timeouts and retries, its stream axis."""
+    return RequestPolicy(
+        decoding=matrix.decoding,
+        request_timeout_s=matrix.timeouts.request_s,
+        max_attempts=matrix.retries.max_attempts,
+        backoff_s=matrix.retries.backoff_s,
+        max_retry_after_s=matrix.retries.max_retry_after_s,
+        stream=cell.stream,
+        stream_timeouts=matrix.timeouts.stream_limits(),
+    )

@@ -195,8 +195,8 @@ def traced_loop(loop: Loop, launch: Span | None, tool_config: str | None = None)
         from opentelemetry import trace
 
         parent = trace.set_span_in_context(launch) if launch is not None else None
-        if launch is not None and ctx.stack_version:  # what the probe found this server to be
-            launch.set_attribute("stack_version", ctx.stack_version)
+        if launch is not None and ctx.server.stack_version:  # what the probe found this server to be
+            launch.set_attribute("stack_version", ctx.server.stack_version)
         attributes = seed_attributes(ctx) | _attributes({"tool_config": tool_config})
         with tracer.start_as_current_span("seed", context=parent, attributes=attributes) as span:
             state = _SeedTrace(trace.set_span_in_context(span), tool_config=tool_config)
@@ -215,19 +215,19 @@ def seed_attributes(ctx: SeedContext) -> dict[str, Any]:
     values = {
         "run_id": ctx.run_id,
         "cell_id": ctx.cell_id,
-        "seed": ctx.seed_id,
-        "seed_attempt": ctx.seed_attempt,
-        "sample": ctx.sample,
-        "suite": ctx.suite.suite,
-        "model": ctx.model,
-        "stack": ctx.spec.name,
-        "stack_config": ctx.stack_label,
-        "stack_version": ctx.stack_version,
-        "parser": ctx.parser,
-        "tools_mode": ctx.mode,
-        "stream": ctx.stream,
-        "channel": ctx.channel,
-        "without": ctx.without,
+        "seed": ctx.task.seed_id,
+        "seed_attempt": ctx.task.seed_attempt,
+        "sample": ctx.task.sample,
+        "suite": ctx.task.suite.suite,
+        "model": ctx.server.model,
+        "stack": ctx.server.spec.name,
+        "stack_config": ctx.server.stack_label,
+        "stack_version": ctx.server.stack_version,
+        "parser": ctx.server.parser,
+        "tools_mode": ctx.task.mode,
+        "stream": ctx.policy.stream,
+        "channel": ctx.product.channel,
+        "without": ctx.product.without,
     }
     return _attributes(values)
 
