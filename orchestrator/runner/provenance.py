@@ -20,14 +20,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import ValidationError
-
 from orchestrator.core.redact import known_secrets, scrub
 from orchestrator.runner.store import StoreError
 from orchestrator.runner.tasks import seeds_dir
-from orchestrator.serving.registry import REPO_ROOT, load_stack, stacks_dir
+from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, load_stack, read_stack_file, stacks_dir
 from orchestrator.serving.stackspec import StackSpec
+from orchestrator.serving.yamlfiles import YamlInputError, load_yaml
 
 PACKAGES = ("toolcall-matrix", "pydantic", "httpx", "numpy", "pandas", "docker", "jsonschema", "typer", "jinja2")
 
@@ -107,16 +105,16 @@ def snapshot_stacks(run_dir: Path) -> None:
     for path in sorted(stacks_dir().glob("*.yaml")):
         shutil.copy2(path, target / path.name)
         text = path.read_text()
-        clean = scrub(text, known_secrets(env=stack_env(text)))  # a token written into a stack's env: redacted
+        clean = scrub(text, known_secrets(env=stack_env(path)))  # a token written into a stack's env: redacted
         if clean != text:
             (target / path.name).write_text(clean)
 
 
-def stack_env(text: str) -> dict[str, str]:
+def stack_env(path: Path) -> dict[str, str]:
     """Every environment a stack definition gives its server (launch.env, local_model_env, prompt_cache.env)."""
     try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError:
+        data = load_yaml(path)[2] or {}
+    except YamlInputError:
         return {}
     if not isinstance(data, dict):
         return {}
@@ -134,8 +132,8 @@ def run_stack(run_dir: Path, name: str) -> StackSpec | None:
     if not path.is_file():
         return None
     try:
-        return StackSpec.model_validate(yaml.safe_load(path.read_text()))
-    except (yaml.YAMLError, ValidationError) as exc:  # e.g. a snapshot from an older stack schema
+        return read_stack_file(path)
+    except InvalidStackError as exc:  # e.g. a snapshot from an older stack schema
         raise StoreError(f"{path}: the run's stack snapshot cannot be read by this orchestrator: {exc}") from exc
 
 
