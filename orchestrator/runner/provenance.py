@@ -15,15 +15,15 @@ import platform
 import shutil
 import subprocess
 from collections.abc import Callable
-from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from orchestrator.core.redact import known_secrets, scrub
-from orchestrator.runner.store import StoreError
+from orchestrator.runner.resolve import RunAssets
+from orchestrator.runner.store import RunStore, StoreError
 from orchestrator.runner.tasks import seeds_dir
-from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, load_stack, read_stack_file, stacks_dir
+from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, read_stack_file, stacks_dir
 from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.yamlfiles import YamlInputError, load_yaml
 
@@ -138,10 +138,18 @@ def run_stack(run_dir: Path, name: str) -> StackSpec | None:
 
 
 def run_stacks(run_dir: Path) -> Callable[[str], StackSpec]:
-    """name -> the run's own stack definition (its snapshot, else today's file), read once per name."""
+    """name -> the run's own stack definition, resolved once per name from its snapshot (runner/resolve.py: a
+    stack the run kept no snapshot of is today's file only when its sha256 is the one the run recorded)."""
+    manifest = RunStore(run_dir).manifest() if (run_dir / "manifest.json").is_file() else {}
+    assets = RunAssets.from_run(run_dir, manifest.get("provenance"))
 
-    @cache
     def lookup(name: str) -> StackSpec:
-        return run_stack(run_dir, name) or load_stack(name)
+        try:
+            return assets.stack(name)
+        except InvalidStackError as exc:  # e.g. a snapshot from an older stack schema
+            path = assets.stacks_dir / f"{name}.yaml"
+            problem = str(exc).removeprefix(f"{path}: ")
+            message = f"{path}: the run's stack snapshot cannot be read by this orchestrator: {problem}"
+            raise StoreError(message) from exc
 
     return lookup

@@ -18,8 +18,8 @@ from orchestrator.serving.assets import resolve_model
 from orchestrator.serving.build import server_config
 from orchestrator.serving.launchers import LaunchError, ServerHandle, auth_headers, start_server
 from orchestrator.serving.readiness import probe_body
-from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ModelRef, ServerConfig
+from orchestrator.serving.stackspec import StackSpec
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -138,10 +138,10 @@ class ServerSession:
                 tracing.launch_update(self.span, self.launches[-1], end=True)
             self.span = None
 
-    def prepare_model(self, config: ServerConfig, timeout_s: float) -> None:
-        """Make the model available where the stack needs it (Ollama pulls); a failed pull is LaunchFailed
-        with the pull's own error, so a later 404 is never mistaken for a refusal."""
-        spec = load_stack(config.stack)
+    def prepare_model(self, config: ServerConfig, timeout_s: float, spec: StackSpec) -> None:
+        """Make the model available where the stack (`spec`, the run's resolved definition) needs it (Ollama
+        pulls); a failed pull is LaunchFailed with the pull's own error, so a later 404 is never mistaken for a
+        refusal."""
         if spec.pull is None:
             return
         url = self.handle.base_url + spec.pull.path

@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from orchestrator.serving.stackspec import StackSpec
-from orchestrator.serving.yamlfiles import YamlInputError, load_yaml
+from orchestrator.serving.yamlfiles import YamlInputError, decode_text, parse_yaml, read_bytes_bounded
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,16 @@ def read_stack_file(path: Path) -> StackSpec:
     """A stack definition read within the bounds of every YAML file the package reads (serving/yamlfiles.py):
     a hostile or broken file is one `InvalidStackError` naming the file, never a traceback."""
     try:
-        data = load_yaml(path)[2]
+        raw = read_bytes_bounded(path)
+    except YamlInputError as exc:
+        raise InvalidStackError(str(exc)) from None
+    return parse_stack(raw, path)
+
+
+def parse_stack(raw: bytes, path: Path) -> StackSpec:
+    """A stack definition from its file's bytes (`path` names it in errors)."""
+    try:
+        data = parse_yaml(decode_text(raw, path), path)[1]
     except YamlInputError as exc:
         raise InvalidStackError(str(exc)) from None
     try:

@@ -78,6 +78,11 @@ class _Refused(yaml.YAMLError):
 
 def read_text_bounded(path: Path, max_bytes: int = MAX_BYTES) -> str:
     """The file's text: UTF-8, at most `max_bytes` (a longer file is refused without reading it all)."""
+    return decode_text(read_bytes_bounded(path, max_bytes), path)
+
+
+def read_bytes_bounded(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
+    """The file's bytes, at most `max_bytes` (a longer file is refused without reading it all)."""
     try:
         with path.open("rb") as handle:
             raw = handle.read(max_bytes + 1)
@@ -85,7 +90,13 @@ def read_text_bounded(path: Path, max_bytes: int = MAX_BYTES) -> str:
         raise YamlInputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if len(raw) > max_bytes:
         raise YamlInputError(f"{path}: larger than {max_bytes} bytes; not read")
-    try:  # the text Path.read_text() gives (universal newlines): a matrix file's digest stays what it was
+    return raw
+
+
+def decode_text(raw: bytes, path: Path) -> str:
+    """UTF-8 text with universal newlines (what Path.read_text() gives: a matrix file's digest stays what it
+    was); anything else is one error naming the line and the byte."""
+    try:
         return raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
@@ -134,6 +145,13 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def load_yaml(path: Path) -> tuple[str, yaml.Node | None, Any]:
     """(text, composed node, plain Python data) of a single-document YAML file, within the bounds above."""
     text = read_text_bounded(path)
+    node, data = parse_yaml(text, path)
+    return text, node, data
+
+
+def parse_yaml(text: str, path: Path) -> tuple[yaml.Node | None, Any]:
+    """(composed node, plain Python data) of YAML text already read within the bounds (`path` names it in
+    errors): a caller that keeps the exact text it parsed (a run's snapshot) reads the file once."""
     loader: _BoundedLoader | None = None
     try:
         loader = _BoundedLoader(text)  # its reader refuses non-printable characters (NUL) here
@@ -151,7 +169,7 @@ def load_yaml(path: Path) -> tuple[str, yaml.Node | None, Any]:
     finally:
         if loader is not None:
             loader.dispose()
-    return text, node, data
+    return node, data
 
 
 def _where(exc: yaml.YAMLError, text: str) -> str:
