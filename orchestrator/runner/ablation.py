@@ -37,16 +37,12 @@ class AblationError(ValueError):
 
 
 def ablation_matrix(
-    parent: dict[str, Any], guards: list[str] | None, run_dir: Path | None = None, *, allow_drift: bool = False
+    parent: dict[str, Any], guards: list[str] | None, run_dir: Path, *, allow_drift: bool = False
 ) -> tuple[Matrix, list[str], frozenset[str]]:
     """The parent's matrix with the product channel only, one cell per guard off; the guards to ablate and the
-    parent's own guard set (what every ablation cell has, less its one guard). With `run_dir`, the matrix is
-    the parent run's own (its snapshot of stacks and suites); without, it resolves from the checkout."""
-    assets = (
-        RunAssets.from_run(run_dir, parent.get("provenance"), allow_drift=allow_drift)
-        if run_dir
-        else RunAssets.from_checkout()
-    )
+    parent's own guard set (what every ablation cell has, less its one guard). The matrix is the parent run's
+    own: validated against its snapshot of stacks and suites (runner/resolve.py), never today's files."""
+    assets = RunAssets.from_run(run_dir, parent.get("provenance"), allow_drift=allow_drift)
     try:
         matrix = Matrix.model_validate(parent["matrix"], context=validation_context(assets))
     except Exception as exc:  # a manifest that no longer validates says so, in one line

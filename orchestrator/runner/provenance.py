@@ -23,7 +23,7 @@ from orchestrator.core.redact import known_secrets, scrub
 from orchestrator.runner.resolve import RunAssets
 from orchestrator.runner.store import RunStore, StoreError
 from orchestrator.runner.tasks import seeds_dir
-from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, read_stack_file, stacks_dir
+from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, stacks_dir
 from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.yamlfiles import YamlInputError, load_yaml
 
@@ -126,17 +126,6 @@ def stack_env(path: Path) -> dict[str, str]:
     return env
 
 
-def run_stack(run_dir: Path, name: str) -> StackSpec | None:
-    """The stack definition as the run used it (its snapshot); None when the run kept none."""
-    path = run_dir / SNAPSHOT_DIR / f"{name}.yaml"
-    if not path.is_file():
-        return None
-    try:
-        return read_stack_file(path)
-    except InvalidStackError as exc:  # e.g. a snapshot from an older stack schema
-        raise StoreError(f"{path}: the run's stack snapshot cannot be read by this orchestrator: {exc}") from exc
-
-
 def run_stacks(run_dir: Path) -> Callable[[str], StackSpec]:
     """name -> the run's own stack definition, resolved once per name from its snapshot (runner/resolve.py: a
     stack the run kept no snapshot of is today's file only when its sha256 is the one the run recorded)."""
@@ -147,8 +136,7 @@ def run_stacks(run_dir: Path) -> Callable[[str], StackSpec]:
         try:
             return assets.stack(name)
         except InvalidStackError as exc:  # e.g. a snapshot from an older stack schema
-            path = assets.stacks_dir / f"{name}.yaml"
-            problem = str(exc).removeprefix(f"{path}: ")
+            path, _, problem = str(exc).partition(": ")  # the message starts with the snapshot file's path
             message = f"{path}: the run's stack snapshot cannot be read by this orchestrator: {problem}"
             raise StoreError(message) from exc
 
