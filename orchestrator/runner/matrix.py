@@ -33,7 +33,7 @@ from orchestrator.runner.matrixentries import (
     check_name,
     strict_count,
 )
-from orchestrator.runner.resolve import RunAssets, assets_in
+from orchestrator.runner.resolve import RunAssets, assets_in, context_or_checkout
 from orchestrator.runner.tasks import Suite
 from orchestrator.serving.chatapi import SamplerNotSupported, sampler_fields
 from orchestrator.serving.registry import UnknownStackError
@@ -183,6 +183,11 @@ class Matrix(_Strict):
         """The turn cap a model's cells run under: its own override, else the matrix's. Takes the entry, not a
         name: a served name (an Ollama tag) differs from the entry's label."""
         return model.turn_cap or self.turn_cap
+
+    @classmethod
+    def model_validate(cls, obj: Any, *, context: Any | None = None, **options: Any) -> Matrix:
+        """Validated against the caller's resolved stacks and suites (runner/resolve.py), else the checkout's."""
+        return super().model_validate(obj, context=context_or_checkout(context), **options)
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Matrix:

@@ -193,6 +193,12 @@ def validation_context(assets: RunAssets) -> dict[str, Any]:
     return {CONTEXT_KEY: assets}
 
 
+def context_or_checkout(context: Any) -> Any:
+    """The caller's validation context; none given: one checkout resolution shared by the whole validation
+    (every entry of one matrix sees the same definitions, each read once)."""
+    return context if context is not None else validation_context(RunAssets.from_checkout())
+
+
 def listed_suites(suites: Mapping[str, Suite]) -> dict[str, Suite]:
     """The suites with their MCP servers' tools listed: what a run offers the model. Starts each such server
     (once per process): call it where the run starts, never while validating."""
