@@ -102,7 +102,7 @@ def assets_command(
         if everything or "llama-server" in wanted:
             records.append(assets.ensure_llama_server(progress))
         if everything or "image" in wanted:
-            records.append(assets.ensure_llama_image(progress))
+            records.append(assets.ensure_llama_image(load_stack("llamacpp"), progress))
         if everything or "vllm" in wanted:
             records.append(assets.ensure_vllm_venv(progress))
         if everything or "hf" in wanted:
@@ -222,7 +222,7 @@ def validate_command(matrix_file: Annotated[Path, typer.Argument(help="matrices/
     for column in ("server", "launcher", "tool flags", "cell", "seeds"):
         view.add_column(column, overflow="fold")
     for plan in plans:
-        flags = " ".join(load_stack(plan.stack.stack).tool_config(plan.stack.resolved_tool_config).flags) or "—"
+        flags = " ".join(plan.stack.spec.tool_config(plan.stack.resolved_tool_config).flags) or "—"
         for index, cell in enumerate(plan.cells):
             first = index == 0
             row = (plan.server_id, plan.stack.launcher, flags) if first else ("", "", "")

@@ -39,10 +39,11 @@ class LaunchFailed(Exception):
         return self.error.splitlines()[0] if self.error else "(no message)"
 
 
-def model_ref_for(stack: str, entry: ModelEntry) -> ModelRef:
+def model_ref_for(stack: str, entry: ModelEntry, spec: StackSpec) -> ModelRef:
+    """The model of `entry` as stack `stack` (resolved: `spec`) serves it."""
     source = entry.sources[stack]
     if source.asset:
-        resolved = resolve_model(stack, source.asset, progress=lambda _m: None)
+        resolved = resolve_model(spec, source.asset, progress=lambda _m: None)
         return resolved.model_copy(update={"name": entry.name})
     if source.path:
         return ModelRef(name=entry.name, path=source.path, digest=entry.digest, quantization=entry.quantization)
@@ -57,8 +58,9 @@ def launch_config(matrix: Matrix, plan: ServerPlan) -> ServerConfig:
     """The server's resolved config (provisioning cached assets); any failure is a LaunchFailed."""
     stack = plan.stack
     try:
-        model = model_ref_for(stack.stack, plan.models[0])
+        model = model_ref_for(stack.stack, plan.models[0], stack.spec)
         return server_config(
+            spec=stack.spec,
             stack=stack.stack,
             tool_config=stack.resolved_tool_config,
             launcher=stack.launcher,

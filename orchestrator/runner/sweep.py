@@ -248,7 +248,7 @@ class Sweep:
             model_config = (
                 config
                 if entry is plan.models[0]
-                else config.model_copy(update={"model": model_ref_for(plan.stack.stack, entry)})
+                else config.model_copy(update={"model": model_ref_for(plan.stack.stack, entry, plan.stack.spec)})
             )
             begun = time.monotonic()
             try:
