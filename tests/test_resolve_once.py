@@ -230,3 +230,22 @@ def test_validation_never_starts_an_mcp_server(monkeypatch: pytest.MonkeyPatch) 
     matrix, _ = load_matrix(REPO_ROOT / "matrices" / "product-cpu.yaml")
     (suite,) = matrix.suites().values()
     assert suite.mcp is not None and suite.tools == []  # listed when a run starts (Sweep), not here
+
+
+def test_a_launch_never_starts_from_a_redacted_stack_snapshot(tmp_path: Path) -> None:
+    """A resume or an ablation starts servers: a snapshot whose secret was redacted is replaced by today's file
+    only when that is byte for byte the file the run recorded; the analysis reads the snapshot as it is."""
+    from orchestrator.core.redact import REDACTED
+    from orchestrator.serving.registry import InvalidStackError
+
+    today = (REPO_ROOT / "stacks" / "llamacpp.yaml").read_bytes()
+    run = tmp_path / "run"
+    (run / "stacks").mkdir(parents=True)
+    redacted = today.replace(b"description:", f"# token {REDACTED}\ndescription:".encode(), 1)
+    (run / "stacks" / "llamacpp.yaml").write_bytes(redacted)
+    recorded = {"stacks": {"llamacpp.yaml": hashlib.sha256(today).hexdigest()}}
+    launched = RunAssets.from_run(run, recorded, launch=True).stack("llamacpp")
+    assert launched == RunAssets.from_checkout().stack("llamacpp")
+    assert RunAssets.from_run(run, recorded).stack("llamacpp") == launched  # same definition, read from the snapshot
+    with pytest.raises(InvalidStackError, match="secret redacted"):
+        RunAssets.from_run(run, {"stacks": {"llamacpp.yaml": "0" * 64}}, launch=True).stack("llamacpp")

@@ -324,7 +324,7 @@ def matrix_command(
     try:
         guards = recorded_guards(store) if resume is not None else None  # a resume keeps the run's guard set
         executed = execute(Sweep(matrix, store, console, guards=guards), *chosen, resumed=resume is not None)
-    except McpError as exc:
+    except (McpError, SuiteError) as exc:  # SuiteError: the MCP server's tools, listed as the run starts
         fail(f"{exc}\nnothing recorded is lost: `orchestrate matrix --resume {store.dir}` once the tool server starts")
     finally:
         store.close()

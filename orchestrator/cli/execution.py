@@ -74,7 +74,7 @@ def reopen(resume: Path, allow_drift: bool, check: Callable[[Any, dict[str, Any]
 
     try:
         manifest = RunStore(resume).manifest()
-        matrix = recorded_matrix(resume, manifest, allow_drift=allow_drift)  # the run's own stacks and suites
+        matrix = recorded_matrix(resume, manifest, allow_drift=allow_drift, launch=True)  # the run's own stacks
         if any(REDACTED in arg for stack in matrix.stacks for arg in stack.extra_args):
             fail(
                 f"{resume}/manifest.json: the matrix passed a secret in extra_args, which the run did not store; "

@@ -42,7 +42,7 @@ def ablation_matrix(
     """The parent's matrix with the product channel only, one cell per guard off; the guards to ablate and the
     parent's own guard set (what every ablation cell has, less its one guard). The matrix is the parent run's
     own: validated against its snapshot of stacks and suites (runner/resolve.py), never today's files."""
-    assets = RunAssets.from_run(run_dir, parent.get("provenance"), allow_drift=allow_drift)
+    assets = RunAssets.from_run(run_dir, parent.get("provenance"), allow_drift=allow_drift, launch=True)
     try:
         matrix = Matrix.model_validate(parent["matrix"], context=validation_context(assets))
     except Exception as exc:  # a manifest that no longer validates says so, in one line

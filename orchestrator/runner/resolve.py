@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import ValidationInfo
 
+from orchestrator.core.redact import REDACTED
 from orchestrator.runner.tasks import Suite, SuiteError, parse_suite, with_listed_tools
 from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, UnknownStackError, parse_stack, stacks_dir
 from orchestrator.serving.stackspec import StackSpec
@@ -52,8 +53,10 @@ class RunAssets:
         run_dir: Path | None = None,
         recorded: Any = None,
         allow_drift: bool = False,
+        launch: bool = False,
     ) -> None:
         self.stacks_dir = stacks
+        self.launch = launch  # servers will be started from these stacks: a redacted snapshot will not do
         self.seeds_dir = seeds
         self.allow_drift = allow_drift  # a resume or ablation told to go on with today's files (drift recorded)
         self.run_dir = run_dir  # a recorded run: names missing from its snapshot are checked against `recorded`
@@ -82,16 +85,19 @@ class RunAssets:
         return cls(stacks_dir(), checkout_seeds_dir())
 
     @classmethod
-    def from_run(cls, run_dir: Path, provenance: Any, *, allow_drift: bool = False) -> RunAssets:
+    def from_run(cls, run_dir: Path, provenance: Any, *, allow_drift: bool = False, launch: bool = False) -> RunAssets:
         """A recorded run's own definitions; `provenance` is its manifest's fingerprint (sha256 per file).
         `allow_drift` (a resume or an ablation that was told to go on, and records the drift): a name the
-        snapshot lacks is today's file even when it differs from the recorded one."""
+        snapshot lacks is today's file even when it differs from the recorded one. `launch` (a resume, an
+        ablation: servers start from these stacks): a stack whose snapshot had a secret redacted is today's file,
+        only when it is byte for byte the one the run recorded."""
         return cls(
             run_dir / STACKS_SNAPSHOT,
             run_dir / SUITES_SNAPSHOT,
             run_dir=run_dir,
             recorded=provenance,
             allow_drift=allow_drift,
+            launch=launch,
         )
 
     def stack(self, name: str) -> StackSpec:
@@ -129,7 +135,17 @@ class RunAssets:
         return digests
 
     def _stack_bytes(self, name: str) -> bytes:
-        return self._file_bytes("stacks", self.stacks_dir, name, UnknownStackError, "stack")
+        raw = self._file_bytes("stacks", self.stacks_dir, name, UnknownStackError, "stack")
+        if not (self.launch and self.run_dir is not None and REDACTED.encode() in raw):
+            return raw
+        today = stacks_dir() / f"{name}.yaml"  # the unredacted original, if it is still the recorded file
+        expected = (self.recorded.get("stacks") or {}).get(f"{name}.yaml")
+        if today.is_file() and expected and hashlib.sha256(today.read_bytes()).hexdigest() == expected:
+            return read_bytes_bounded(today)
+        raise InvalidStackError(
+            f"{self.stacks_dir / name}.yaml: the run's snapshot had a secret redacted and today's stacks/{name}.yaml "
+            "is not the file the run recorded: a server cannot be started from it"
+        )
 
     def _file_bytes(self, kind: str, directory: Path, name: str, missing: type[Exception], what: str) -> bytes:
         path = directory / f"{name}.yaml"

@@ -68,10 +68,12 @@ def start_run_in(
     return store
 
 
-def recorded_matrix(run_dir: Path, manifest: dict[str, Any], *, allow_drift: bool = False) -> Matrix:
+def recorded_matrix(
+    run_dir: Path, manifest: dict[str, Any], *, allow_drift: bool = False, launch: bool = False
+) -> Matrix:
     """A recorded run's matrix, validated against the run's own stacks and suites (its snapshot), never
-    today's files: a resume and the analysis see what the run ran with (`allow_drift`: see RunAssets.from_run)."""
-    assets = RunAssets.from_run(run_dir, manifest.get("provenance"), allow_drift=allow_drift)
+    today's files: a resume and the analysis see what the run ran with (`allow_drift`, `launch`: RunAssets.from_run)."""
+    assets = RunAssets.from_run(run_dir, manifest.get("provenance"), allow_drift=allow_drift, launch=launch)
     return Matrix.model_validate(manifest.get("matrix"), context=validation_context(assets))
 
 
