@@ -56,8 +56,8 @@ class RunAssets:
         launch: bool = False,
     ) -> None:
         self.stacks_dir = stacks
-        self.launch = launch  # servers will be started from these stacks: a redacted snapshot will not do
         self.seeds_dir = seeds
+        self.launch = launch  # servers will be started from these stacks: a redacted snapshot will not do
         self.allow_drift = allow_drift  # a resume or ablation told to go on with today's files (drift recorded)
         self.run_dir = run_dir  # a recorded run: names missing from its snapshot are checked against `recorded`
         self.recorded: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
