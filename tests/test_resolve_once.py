@@ -249,3 +249,30 @@ def test_a_launch_never_starts_from_a_redacted_stack_snapshot(tmp_path: Path) ->
     assert RunAssets.from_run(run, recorded).stack("llamacpp") == launched  # same definition, read from the snapshot
     with pytest.raises(InvalidStackError, match="secret redacted"):
         RunAssets.from_run(run, {"stacks": {"llamacpp.yaml": "0" * 64}}, launch=True).stack("llamacpp")
+
+
+def test_each_definition_is_read_once_per_run_not_per_cell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validation, expansion and every cell's config read each stack and suite file once: a cell holds the very
+    definition its matrix entry was resolved to (never a fresh read, which on a resume would be today's)."""
+    from collections import Counter
+
+    from orchestrator.runner import resolve
+    from orchestrator.runner.cellconfig import cell_config
+    from orchestrator.runner.matrix import expand
+
+    reads: Counter[str] = Counter()
+    read = resolve.read_bytes_bounded
+
+    def counted(path: Path) -> bytes:
+        reads[path.parent.name] += 1
+        return read(path)
+
+    monkeypatch.setattr(resolve, "read_bytes_bounded", counted)
+    matrix, _ = load_matrix(REPO_ROOT / "matrices" / "full.yaml")
+    cells = [cell for plan in expand(matrix) for cell in plan.cells]
+    configs = [cell_config(matrix, cell, None, None, None) for cell in cells]
+    stacks = {entry.stack for entry in matrix.stacks} | {name for model in matrix.models for name in model.sources}
+    assert len(cells) == len(configs) > len(stacks)
+    assert reads == {"stacks": len(stacks), "seeds": len({task.suite for task in matrix.tasks})}
+    by_label = {entry.label: entry.spec for entry in matrix.stacks}
+    assert all(cell.stack.spec is by_label[cell.stack.label] for cell in cells)

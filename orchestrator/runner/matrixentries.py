@@ -151,6 +151,8 @@ class StackEntry(_Strict):
 
     @model_validator(mode="after")
     def _known(self, info: ValidationInfo) -> StackEntry:
+        if self._spec is not None:  # an entry validated already (pydantic reruns this when a Cell holds it)
+            return self
         try:
             spec = assets_in(info).stack(self.stack)
         except UnknownStackError as exc:
@@ -275,6 +277,8 @@ class TaskEntry(_Strict):
 
     @model_validator(mode="after")
     def _enough(self, info: ValidationInfo) -> TaskEntry:
+        if self._suite is not None:  # validated already: keep what it was resolved to
+            return self
         self._suite = assets_in(info).suite(self.suite)  # resolved once, carried by the entry
         available = len(self._suite.seeds)
         if self.count is not None and self.count > available:
