@@ -217,7 +217,7 @@ class Matrix(_Strict):
                     f"stack {entry.stack!r} declares none (completion_path); exclude the mode for this stack"
                 )
         self._check_suites_fit()
-        assets = assets_in(info)
+        assets = self._assets or assets_in(info)  # validated already (held by another model): keep its resolution
         self._assets = assets
         for index, model in enumerate(self.models):
             for stack in model.sources:
