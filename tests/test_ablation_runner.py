@@ -209,7 +209,7 @@ def test_reused_cell_ids_are_the_ablation_matrix_cells(tmp_path: Path, served: s
     data = matrix_data() if served is None else ollama_data()
     made = Parent(tmp_path, data, active=list(GUARDS), served=served)
     made.write_case_runs()
-    matrix, wanted, _active = ablation_matrix(made.store.manifest(), ["repair", "dedup"])
+    matrix, wanted, _active = ablation_matrix(made.store.manifest(), ["repair", "dedup"], made.store.dir)
     planned = {c.cell_id for plan in expand(matrix) for c in plan.cells}
     store = ablation_store(tmp_path)
     reuse_unchanged(made.store, store, wanted)
@@ -221,7 +221,7 @@ def test_reused_cell_ids_are_the_ablation_matrix_cells(tmp_path: Path, served: s
 
 
 def test_the_ablation_matrix_is_the_product_channel_once_per_guard_off(parent: Parent) -> None:
-    matrix, wanted, active = ablation_matrix(parent.store.manifest(), ["stall", "repair"])
+    matrix, wanted, active = ablation_matrix(parent.store.manifest(), ["stall", "repair"], parent.store.dir)
     assert (matrix.channels, matrix.without, matrix.gate, matrix.samples) == (["product"], wanted, [], 3)
     assert sorted(wanted) == ["repair", "stall"] and active == frozenset(GUARDS)
     cells = [c for plan in expand(matrix) for c in plan.cells]
@@ -230,12 +230,12 @@ def test_the_ablation_matrix_is_the_product_channel_once_per_guard_off(parent: P
 
 
 def test_all_guards_by_default(parent: Parent) -> None:
-    _matrix, wanted, _active = ablation_matrix(parent.store.manifest(), None)
+    _matrix, wanted, _active = ablation_matrix(parent.store.manifest(), None, parent.store.dir)
     assert wanted == sorted(GUARDS)
 
 
 def test_a_guard_named_twice_is_ablated_once(parent: Parent, tmp_path: Path) -> None:
-    matrix, wanted, _active = ablation_matrix(parent.store.manifest(), ["repair", "repair"])
+    matrix, wanted, _active = ablation_matrix(parent.store.manifest(), ["repair", "repair"], parent.store.dir)
     ids = [c.cell_id for plan in expand(matrix) for c in plan.cells]
     assert len(ids) == len(set(ids)) == 3
     store = ablation_store(tmp_path)
@@ -245,27 +245,27 @@ def test_a_guard_named_twice_is_ablated_once(parent: Parent, tmp_path: Path) -> 
 def test_a_run_without_a_product_channel_is_refused(tmp_path: Path) -> None:
     made = Parent(tmp_path, matrix_data(channels=["model"]), active=list(GUARDS))
     with pytest.raises(AblationError, match="no product channel"):
-        ablation_matrix(made.store.manifest(), None)
+        ablation_matrix(made.store.manifest(), None, made.store.dir)
 
 
 def test_a_guard_that_was_off_is_refused(tmp_path: Path) -> None:
     made = Parent(tmp_path, matrix_data(), active=["dedup", "repair"])
     with pytest.raises(AblationError, match=r"\['stall'\] were off in the run"):
-        ablation_matrix(made.store.manifest(), ["repair", "stall"])
-    assert ablation_matrix(made.store.manifest(), None)[1] == ["dedup", "repair"]
+        ablation_matrix(made.store.manifest(), ["repair", "stall"], made.store.dir)
+    assert ablation_matrix(made.store.manifest(), None, made.store.dir)[1] == ["dedup", "repair"]
 
 
 def test_a_run_with_no_guard_on_is_refused(tmp_path: Path) -> None:
     made = Parent(tmp_path, matrix_data(), active=[])
     with pytest.raises(AblationError, match="no guard on"):
-        ablation_matrix(made.store.manifest(), None)
+        ablation_matrix(made.store.manifest(), None, made.store.dir)
 
 
 def test_a_manifest_whose_matrix_no_longer_validates_is_refused(parent: Parent) -> None:
     manifest = parent.store.manifest()
     manifest["matrix"]["guards"] = {"retry": True}
     with pytest.raises(AblationError, match="no longer validates"):
-        ablation_matrix(manifest, None)
+        ablation_matrix(manifest, None, parent.store.dir)
 
 
 # ---- open_ablation ------------------------------------------------------------------------------------------

@@ -325,7 +325,13 @@ def test_the_probe_names_the_format_it_saw(monkeypatch: pytest.MonkeyPatch) -> N
     from tests.fakes.scripted import scripted_server
 
     monkeypatch.setattr(probe_module, "server_facts", lambda *_a, **_k: {"stack_version": "v", "capabilities": {}})
-    config = SimpleNamespace(stack="llamacpp", tool_config="jinja", server_id="s", model=SimpleNamespace(name="m"))
+    config = SimpleNamespace(
+        stack="llamacpp",
+        tool_config="jinja",
+        server_id="s",
+        model=SimpleNamespace(name="m"),
+        stack_spec=lambda: load_stack("llamacpp"),  # the definition a run resolved (ServerConfig.spec)
+    )
     with scripted_server([Reply(200, chat_reply(PYTHONIC_CALL))]) as (url, _script):
         handle = SimpleNamespace(base_url=url, describe=lambda: {})
         result = probe_module.probe(handle, config)  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import importlib.util
 import itertools
 import re
@@ -397,7 +398,9 @@ def test_a_cell_that_always_passes_has_a_point_interval_and_no_suite_gives_no_ro
 
 def test_write_parallel_report_writes_csv_and_markdown(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "run")
-    store.create({"matrix": {"bootstrap": {"resamples": 500}}})
+    # A run recorded before suites were snapshotted: today's suite is copied in because its sha256 is the recorded one.
+    recorded = hashlib.sha256((REPO_ROOT / "seeds" / "parallel.yaml").read_bytes()).hexdigest()
+    store.create({"matrix": {"bootstrap": {"resamples": 500}}, "provenance": {"seeds": {"parallel.yaml": recorded}}})
     suite = load_suite("parallel")
     seed, other = suite.seeds[0], suite.seeds[1]
     perfect = [{"name": c.name, "arguments": c.arguments, "id": f"id{n}"} for n, c in enumerate(seed.parallel or [])]
@@ -414,6 +417,7 @@ def test_write_parallel_report_writes_csv_and_markdown(tmp_path: Path) -> None:
     markdown = (out / "parallel.md").read_text()
     assert "50 [0,100] n2" in markdown and "| c1 " in markdown
     assert "—" in markdown  # indexes_distinct: no streamed turn
+    assert (store.dir / "seeds" / "parallel.yaml").read_bytes() == (REPO_ROOT / "seeds" / "parallel.yaml").read_bytes()
 
 
 def test_write_parallel_report_writes_nothing_without_parallel_turns(tmp_path: Path) -> None:

@@ -449,6 +449,8 @@ def _parallel_run(directory: Path) -> Path:
     run = directory / "20260101T000000Z-parallel-000000"
     (run / "cells").mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({"run_id": run.name, "matrix": {"bootstrap": {"resamples": 300}}}))
+    (run / "seeds").mkdir()  # the suite as the run resolved it (its snapshot): the report reads it, not seeds/
+    (run / "seeds" / "parallel.yaml").write_bytes((REPO / "seeds" / "parallel.yaml").read_bytes())
     lines = []
     for order, (cell, stream, path) in enumerate([("c-server", False, "server"), ("c-text", True, "harness")]):
         cell_file = {"cell_id": cell, "stack_label": "llamacpp-jinja", "stack": "llamacpp", "model": "m",

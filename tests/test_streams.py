@@ -243,7 +243,7 @@ def test_recorded_stream_labels_and_reclassify_agree(path: Path, tmp_path: Path)
     turn = {**key, "stack": fixture["stack"], "tools_mode": fixture["mode"], "http_status": 200, "stream": True,
             "stream_ref": ref, "outcome": "valid_call", "detail": None, "flags": []}
     again = reclassify([turn], {"c": {"stack": fixture["stack"], "tools": {"x": fixture["tools"]}, "suites": ["x"]}},
-                       streams=read_streams(tmp_path))[0]
+                       load_stack, streams=read_streams(tmp_path))[0]
     assert {"outcome": again["outcome"], "detail": again["detail"]} == fixture["expected"]
     if "plain_body" in fixture:  # a real capture: the same request without streaming
         plain = label_turn(**spec.signatures(), mode=fixture["mode"], tools=fixture["tools"], http_status=200,

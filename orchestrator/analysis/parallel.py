@@ -32,8 +32,9 @@ from orchestrator.analysis.requestaxes import first_turns as counted_first_turns
 from orchestrator.core.stats import DEFAULT_BOOTSTRAP, BootstrapSettings, bootstrap_mean_interval
 from orchestrator.core.streams import INDEX_COLLISION_FLAG
 from orchestrator.core.types import INELIGIBLE_OUTCOMES
+from orchestrator.runner.resolve import RunAssets
 from orchestrator.runner.store import RunStore, counted_turns
-from orchestrator.runner.tasks import ParallelCall, Suite, load_suite
+from orchestrator.runner.tasks import ParallelCall, Suite
 
 PARALLEL_SUITE = "parallel"
 CHECKS: tuple[str, ...] = ("count_ok", "ids_distinct", "indexes_distinct", "no_leakage", "all_ok")
@@ -211,11 +212,14 @@ def markdown_table(scores: pd.DataFrame) -> str:
 
 def write_parallel_report(store: RunStore, turns: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """report/parallel.csv (numbers) and report/parallel.md (`rate [low,high] nN` per check) in `out_dir`;
-    [] when the run has no turn of the parallel suite. The suite's expected calls are read from seeds/."""
+    [] when the run has no turn of the parallel suite. The suite's expected calls are the run's own (its
+    snapshot, runner/resolve.py), never today's seeds/."""
     if not any(turn.get("suite") == PARALLEL_SUITE for turn in turns):
         return []
-    settings = BootstrapSettings.model_validate((store.manifest().get("matrix") or {}).get("bootstrap", {}))
-    scores = parallel_scores(turns, {PARALLEL_SUITE: load_suite(PARALLEL_SUITE)}, settings)
+    manifest = store.manifest()
+    settings = BootstrapSettings.model_validate((manifest.get("matrix") or {}).get("bootstrap", {}))
+    suite = RunAssets.from_run(store.dir, manifest.get("provenance")).suite(PARALLEL_SUITE)
+    scores = parallel_scores(turns, {PARALLEL_SUITE: suite}, settings)
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out_dir / "parallel.csv", out_dir / "parallel.md"
     scores.to_csv(csv_path, index=False)

@@ -13,7 +13,8 @@ from orchestrator.analysis.channels import CaseId, CaseVerdict, case_verdicts, c
 from orchestrator.analysis.gate import GateResult, evaluate_gates, format_gate_results
 from orchestrator.core.scoring import CHANNELS, Expectation, applicable_dimensions
 from orchestrator.core.stats import BootstrapSettings
-from orchestrator.runner.matrix import Matrix, expand
+from orchestrator.runner.matrix import expand
+from orchestrator.runner.runs import recorded_matrix
 from orchestrator.runner.store import RunStore, counted_turns, write_json_atomic
 
 # The report files the page takes sections from (analysis/htmlreport.py), named once.
@@ -54,9 +55,10 @@ def run_verdicts(store: RunStore) -> tuple[list[CaseVerdict], set[CaseId]]:
 
 def planned_cells(store: RunStore) -> list[dict[str, Any]]:
     """The channel cells the run's matrix plans (a cell that never started has no cell file), with the matrix
-    entry's model label; from the cell files when the recorded matrix no longer validates against today's files."""
+    entry's model label; from the cell files when the recorded matrix no longer validates against the run's own
+    stacks and suites (its snapshot: today's checkout is never read)."""
     try:
-        matrix = Matrix.model_validate(store.manifest().get("matrix"))
+        matrix = recorded_matrix(store.dir, store.manifest())
     except (ValidationError, ValueError):
         matrix = None
     if matrix is not None:

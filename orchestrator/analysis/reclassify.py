@@ -14,7 +14,6 @@ from orchestrator.core.streams import StreamEvent
 from orchestrator.core.types import TransportError
 from orchestrator.runner.store import turn_key
 from orchestrator.runner.streamstore import attempt_key
-from orchestrator.serving.registry import load_stack
 from orchestrator.serving.stackspec import StackSpec
 
 # Flags the runner sets (the rest are read from the answer, so --reclassify recomputes them): the cache family
@@ -41,7 +40,7 @@ def stream_input(turn: dict[str, Any], streams: dict[tuple[Any, ...], dict[str, 
 def reclassify(
     turns: list[dict[str, Any]],
     cells: dict[str, dict[str, Any]],
-    stacks: Callable[[str], StackSpec] = load_stack,
+    stacks: Callable[[str], StackSpec],
     streams: dict[tuple[Any, ...], dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Recompute outcome/detail/calls/flags and the text call facts (call_format, text_calls,

@@ -83,7 +83,7 @@ def assets_command(
         if everything or "llama-server" in wanted:
             records.append(assets.ensure_llama_server(progress))
         if everything or "image" in wanted:
-            records.append(assets.ensure_llama_image(progress))
+            records.append(assets.ensure_llama_image(load_stack("llamacpp"), progress))
         if everything or "vllm" in wanted:
             records.append(assets.ensure_vllm_venv(progress))
         if everything or "hf" in wanted:
@@ -203,7 +203,7 @@ def validate_command(matrix_file: Annotated[Path, typer.Argument(help="matrices/
     for column in ("server", "launcher", "tool flags", "cell", "seeds"):
         view.add_column(column, overflow="fold")
     for plan in plans:
-        flags = " ".join(load_stack(plan.stack.stack).tool_config(plan.stack.resolved_tool_config).flags) or "—"
+        flags = " ".join(plan.stack.spec.tool_config(plan.stack.resolved_tool_config).flags) or "—"
         for index, cell in enumerate(plan.cells):
             first = index == 0
             row = (plan.server_id, plan.stack.launcher, flags) if first else ("", "", "")
@@ -305,7 +305,7 @@ def matrix_command(
     try:
         guards = recorded_guards(store) if resume is not None else None  # a resume keeps the run's guard set
         executed = execute(Sweep(matrix, store, console, guards=guards), *chosen, resumed=resume is not None)
-    except McpError as exc:
+    except (McpError, SuiteError) as exc:  # SuiteError: the MCP server's tools, listed as the run starts
         fail(f"{exc}\nnothing recorded is lost: `orchestrate matrix --resume {store.dir}` once the tool server starts")
     finally:
         store.close()

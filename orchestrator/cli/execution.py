@@ -81,13 +81,12 @@ def reopen(resume: Path, allow_drift: bool, check: Callable[[Any, dict[str, Any]
     """The matrix and store of a run to resume, and what `check(matrix, manifest)` returns: all judged before
     the resume changes anything in the run."""
     from orchestrator.core.redact import REDACTED
-    from orchestrator.runner.matrix import Matrix
-    from orchestrator.runner.runs import DriftError, resume_run
+    from orchestrator.runner.runs import DriftError, recorded_matrix, resume_run
     from orchestrator.runner.store import RunStore, StoreError
 
     try:
         manifest = RunStore(resume).manifest()
-        matrix = Matrix.model_validate(manifest["matrix"])
+        matrix = recorded_matrix(resume, manifest, allow_drift=allow_drift, launch=True)  # the run's own stacks
         if any(REDACTED in arg for stack in matrix.stacks for arg in stack.extra_args):
             fail(
                 f"{resume}/manifest.json: the matrix passed a secret in extra_args, which the run did not store; "

@@ -95,7 +95,7 @@ def ablate_command(
     output = console if not as_json else type(console)(stderr=True)
     try:
         executed = Sweep(matrix, store, output, guards=active).run()
-    except McpError as exc:
+    except (McpError, SuiteError) as exc:  # SuiteError: the MCP server's tools, listed as the run starts
         fail(f"{exc}\nnothing recorded is lost: run `orchestrate ablate {run_dir}` again to resume")
     finally:
         store.close()

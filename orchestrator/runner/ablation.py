@@ -17,6 +17,7 @@ from orchestrator.core.types import ToolsMode, TurnRecord
 from orchestrator.runner.cellconfig import config_sha256
 from orchestrator.runner.matrix import Matrix
 from orchestrator.runner.provenance import drift, fingerprint, git_state
+from orchestrator.runner.resolve import RunAssets, validation_context
 from orchestrator.runner.runs import start_run_in
 from orchestrator.runner.store import RunStore, counted_turns, now
 from orchestrator.serving.launchers import cleanup
@@ -35,11 +36,15 @@ class AblationError(ValueError):
     """The run cannot be ablated as asked: the message says why."""
 
 
-def ablation_matrix(parent: dict[str, Any], guards: list[str] | None) -> tuple[Matrix, list[str], frozenset[str]]:
+def ablation_matrix(
+    parent: dict[str, Any], guards: list[str] | None, run_dir: Path, *, allow_drift: bool = False
+) -> tuple[Matrix, list[str], frozenset[str]]:
     """The parent's matrix with the product channel only, one cell per guard off; the guards to ablate and the
-    parent's own guard set (what every ablation cell has, less its one guard)."""
+    parent's own guard set (what every ablation cell has, less its one guard). The matrix is the parent run's
+    own: validated against its snapshot of stacks and suites (runner/resolve.py), never today's files."""
+    assets = RunAssets.from_run(run_dir, parent.get("provenance"), allow_drift=allow_drift, launch=True)
     try:
-        matrix = Matrix.model_validate(parent["matrix"])
+        matrix = Matrix.model_validate(parent["matrix"], context=validation_context(assets))
     except Exception as exc:  # a manifest that no longer validates says so, in one line
         raise AblationError(f"the run's matrix no longer validates: {exc}") from None
     if not matrix.channels or "product" not in matrix.channels:
@@ -52,7 +57,7 @@ def ablation_matrix(parent: dict[str, Any], guards: list[str] | None) -> tuple[M
     if not wanted:
         raise AblationError("the run had no guard on")
     ablated = matrix.model_copy(update={"channels": ["product"], "without": wanted, "gate": []})
-    return Matrix.model_validate(ablated.model_dump()), wanted, active
+    return Matrix.model_validate(ablated.model_dump(), context=validation_context(assets)), wanted, active
 
 
 def open_ablation(
@@ -67,7 +72,7 @@ def open_ablation(
             "the run was made with other files than today's (" + "; ".join(differences) + "): an ablation must "
             "rerun the same code; pass --allow-drift to go on anyway (recorded)"
         )
-    matrix, wanted, active = ablation_matrix(manifest, guards)
+    matrix, wanted, active = ablation_matrix(manifest, guards, run_dir, allow_drift=allow_drift)
     if not manifest.get("finished"):
         raise AblationError("the run has not finished: finish it first (orchestrate matrix --resume RUN_DIR)")
     directory = ablation_dir(run_dir)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,11 @@ from orchestrator.core.modes import mode_of
 from orchestrator.core.types import SCHEMA_VERSION
 from orchestrator.runner.matrix import Cell, Matrix
 from orchestrator.runner.modes import template_sha256
-from orchestrator.runner.tasks import load_suite
+from orchestrator.runner.tasks import Suite
 from orchestrator.serving.chatapi import sampler_record
 from orchestrator.serving.defaults import model_generation_config
 from orchestrator.serving.launchers import ServerHandle
 from orchestrator.serving.probe import ProbeResult
-from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ModelRef, ServerConfig
 from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.templates import NoTemplate, model_template
@@ -62,12 +62,15 @@ def cell_config(
     raw_template: ChatTemplate | None = None,
     guards: frozenset[str] = frozenset(),
     tool_server: dict[str, Any] | None = None,
+    resolved: Mapping[str, Suite] | None = None,
 ) -> dict[str, Any]:
-    """The full stack config of a cell: what ran, what the server said, what was sent."""
-    spec = load_stack(cell.stack.stack)
+    """The full stack config of a cell: what ran, what the server said, what was sent. `resolved`: the run's
+    suites as offered (MCP tools listed), default the matrix's own."""
+    spec = cell.stack.spec
     tool_config = spec.tool_config(cell.stack.resolved_tool_config)
+    by_name = resolved if resolved is not None else matrix.suites()
     suites = sorted({suite for suite, _ in cell.seeds})
-    tools = {suite: load_suite(suite).tools for suite in suites}
+    tools = {suite: by_name[suite].tools for suite in suites}
     described = handle.describe() if handle else {}
     model = config.model if config else None
     template_sha, template_source = (
@@ -117,7 +120,7 @@ def cell_config(
         "template_sha256": template_sha256(cell.mode),
         "suites": suites,
         "tool_count": {suite: len(t) for suite, t in tools.items()},
-        "tools_sha256": {suite: load_suite(suite).tools_sha256 for suite in suites},
+        "tools_sha256": {suite: by_name[suite].tools_sha256 for suite in suites},
         "tools": tools,
         "decoding": matrix.decoding.model_dump(),
         "sampler": sampler_record(spec, matrix.decoding),

@@ -23,7 +23,7 @@ import json
 import queue
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from orchestrator.runner.serverlog import SERVERS_FILE
 from orchestrator.runner.store import RunStore, now, write_json_atomic
 from orchestrator.runner.streamstore import STREAMS_DIR, StreamStore
 from orchestrator.runner.sweep import Seed, Sweep
+from orchestrator.runner.tasks import Suite
 from orchestrator.serving.serverconfig import ServerConfig
 
 Event = tuple[Any, ...]
@@ -268,15 +269,18 @@ class Applier:
             out.write(data)
 
 
-def mark_lost(store: RunStore, matrix: Matrix, plan: ServerPlan, reason: str) -> list[str]:
+def mark_lost(
+    store: RunStore, matrix: Matrix, plan: ServerPlan, reason: str, resolved: Mapping[str, Suite] | None = None
+) -> list[str]:
     """A group whose node or worker was lost: each of its cells not complete is marked `worker_lost` with the
-    reason (its records so far kept; `--resume` reruns the seeds that did not finish, on any node)."""
+    reason (its records so far kept; `--resume` reruns the seeds that did not finish, on any node). `resolved`:
+    the run's suites as offered (the driver's sweep's)."""
     marked = []
     for cell in plan.cells:
         stored = store.read_cell(cell.cell_id) or {}
         if stored.get("status") in (CellStatus.COMPLETE, CellStatus.LAUNCH_FAILED, CellStatus.SERVER_DIED):
             continue  # ended before the loss: its own status says how
-        base = stored or cell_config(matrix, cell, None, None, None)
+        base = stored or cell_config(matrix, cell, None, None, None, resolved=resolved)
         store.write_cell(
             cell.cell_id, {**base, "status": CellStatus.WORKER_LOST.value, "error": reason, "finished": now()}
         )

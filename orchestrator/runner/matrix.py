@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from orchestrator.core.cell import CellAxes, CellChannel, CellKey, slug
 from orchestrator.core.constraints import RequestSemantics, ToolChoice, request_semantics
@@ -33,9 +33,10 @@ from orchestrator.runner.matrixentries import (
     check_name,
     strict_count,
 )
-from orchestrator.runner.tasks import load_suite
+from orchestrator.runner.resolve import RunAssets, assets_in, context_or_checkout
+from orchestrator.runner.tasks import Suite
 from orchestrator.serving.chatapi import SamplerNotSupported, sampler_fields
-from orchestrator.serving.registry import UnknownStackError, load_stack
+from orchestrator.serving.registry import UnknownStackError
 
 # Body fields a request is made of: `decoding.extra` may add fields, never replace these.
 RESERVED_BODY_FIELDS = frozenset(
@@ -66,6 +67,7 @@ PRODUCT_SAMPLES = 3  # cases run this often in the channels unless the matrix sa
 
 
 class Matrix(_Strict):
+    _assets: RunAssets | None = PrivateAttr(default=None)  # set by validation (runner/resolve.py)
     name: str
     description: str = ""
     stacks: list[StackEntry] = Field(min_length=1)
@@ -182,14 +184,20 @@ class Matrix(_Strict):
         name: a served name (an Ollama tag) differs from the entry's label."""
         return model.turn_cap or self.turn_cap
 
+    @classmethod
+    def model_validate(cls, obj: Any, *, context: Any | None = None, **options: Any) -> Matrix:
+        """Validated against the caller's resolved stacks and suites (runner/resolve.py), else the checkout's."""
+        return super().model_validate(obj, context=context_or_checkout(context), **options)
+
     @model_validator(mode="after")
-    def _consistent(self) -> Matrix:
+    def _consistent(self, info: ValidationInfo) -> Matrix:
+        """Pure over the resolved definitions (each entry carries its own): reads no file, starts no server."""
         labels = [entry.label for entry in self.stacks]
         for index, label in enumerate(labels):
             if label in labels[:index]:
                 raise ValueError(f"stacks.{index}: stack label {label!r} is used twice; labels must be unique (set id)")
         for index, entry in enumerate(self.stacks):
-            spec = load_stack(entry.stack)
+            spec = entry.spec
             try:  # a sampler value the stack's API cannot take fails here, not mid-run
                 sampler_fields(spec, self.decoding)
             except SamplerNotSupported as exc:
@@ -209,10 +217,12 @@ class Matrix(_Strict):
                     f"stack {entry.stack!r} declares none (completion_path); exclude the mode for this stack"
                 )
         self._check_suites_fit()
+        assets = self._assets or assets_in(info)  # validated already (held by another model): keep its resolution
+        self._assets = assets
         for index, model in enumerate(self.models):
             for stack in model.sources:
                 try:
-                    load_stack(stack)
+                    assets.stack(stack)
                 except UnknownStackError as exc:
                     raise ValueError(f"models.{index}.sources: {exc}") from None
         stack_names = {name for entry in self.stacks for name in (entry.label, entry.stack)}
@@ -230,7 +240,7 @@ class Matrix(_Strict):
     def _check_suites_fit(self) -> None:
         """The channels score what each case declares is right; the agent loop ends on a submit call."""
         for task in self.tasks:
-            suite = load_suite(task.suite)
+            suite = task.resolved_suite
             if self.channels and not suite.scored:
                 raise ValueError(
                     f"tasks: suite {task.suite!r} declares no `expect` on its cases: it cannot run in the channels"
@@ -241,6 +251,17 @@ class Matrix(_Strict):
                 )
         if self.without and self.channels != ["product"]:
             raise ValueError("without (ablation) runs the product channel only: set channels: [product]")
+
+    @property
+    def assets(self) -> RunAssets:
+        """Where this matrix's stacks and suites were resolved (the checkout, or a recorded run's snapshot)."""
+        if self._assets is None:
+            raise RuntimeError("the matrix was built without validation: nothing resolved")
+        return self._assets
+
+    def suites(self) -> dict[str, Suite]:
+        """The matrix's suites by name, as resolved when it was validated (MCP tools not listed yet)."""
+        return {task.suite: task.resolved_suite for task in self.tasks}
 
     def cell_axes(self) -> list[tuple[str, int, str | None]]:
         """(channel, sample, guard switched off) of every cell of a stack, model and mode: one plain agent-loop
@@ -347,7 +368,7 @@ def expand(matrix: Matrix) -> list[ServerPlan]:
     position = 0
     for stack in matrix.stacks:
         models = [model for model in matrix.models if stack.stack in model.sources]
-        per_model = load_stack(stack.stack).model_source in ("gguf_file", "hf_dir")
+        per_model = stack.spec.model_source in ("gguf_file", "hf_dir")
         groups = [[model] for model in models] if per_model else ([models] if models else [])
         for group in groups:
             cells = []

@@ -13,16 +13,26 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from orchestrator.core.classify import AUTO_FORMAT, check_call_format
 from orchestrator.core.stats import MAX_RESAMPLES, MAX_RNG_SEED, BootstrapSettings
 from orchestrator.core.types import ToolsMode
-from orchestrator.runner.tasks import SuiteError, load_suite
+from orchestrator.runner.resolve import assets_in
+from orchestrator.runner.tasks import Suite, SuiteError
 from orchestrator.serving.chatapi import Decoding
-from orchestrator.serving.registry import UnknownStackError, load_stack
+from orchestrator.serving.registry import UnknownStackError
 from orchestrator.serving.serverconfig import LauncherKind
-from orchestrator.serving.stackspec import Host
+from orchestrator.serving.stackspec import Host, StackSpec
 from orchestrator.serving.streaming import StreamTimeouts
 
 MAX_NAME = 64
@@ -127,6 +137,7 @@ class StackEntry(_Strict):
         default_factory=dict,
         description="Ray executor: custom resources a server of this stack config needs, e.g. {'host:gpu-a100': 1}.",
     )
+    _spec: StackSpec | None = PrivateAttr(default=None)
 
     @field_validator("id")
     @classmethod
@@ -139,11 +150,14 @@ class StackEntry(_Strict):
         return no_nul(value)
 
     @model_validator(mode="after")
-    def _known(self) -> StackEntry:
+    def _known(self, info: ValidationInfo) -> StackEntry:
+        if self._spec is not None:  # an entry validated already (pydantic reruns this when a Cell holds it)
+            return self
         try:
-            spec = load_stack(self.stack)
+            spec = assets_in(info).stack(self.stack)
         except UnknownStackError as exc:
             raise ValueError(str(exc)) from None
+        self._spec = spec  # resolved once, carried by the entry (runner/resolve.py)
         if self.tool_config is not None and self.tool_config not in spec.tool_configs:
             raise ValueError(
                 f"stack {self.stack!r} has no tool configuration {self.tool_config!r} "
@@ -160,8 +174,15 @@ class StackEntry(_Strict):
         return self.id or f"{self.stack}-{self.resolved_tool_config}"
 
     @property
+    def spec(self) -> StackSpec:
+        """The stack definition this entry was validated against (the checkout's, or a recorded run's)."""
+        if self._spec is None:
+            raise RuntimeError(f"stack entry {self.stack!r} was built without validation: no definition resolved")
+        return self._spec
+
+    @property
     def resolved_tool_config(self) -> str:
-        return self.tool_config or load_stack(self.stack).default_tool_config
+        return self.tool_config or self.spec.default_tool_config
 
 
 class ModelSource(_Strict):
@@ -226,12 +247,14 @@ class TaskEntry(_Strict):
     seeds: list[str] | None = Field(None, description="Seed ids; default: the first `count` seeds.")
     count: int | None = strict_count(None)
 
+    _suite: Suite | None = PrivateAttr(default=None)
+
     @field_validator("suite")
     @classmethod
-    def _known_suite(cls, value: str) -> str:
+    def _known_suite(cls, value: str, info: ValidationInfo) -> str:
         check_name(value, LABEL, "a suite name")  # it names a file under seeds/
         try:
-            load_suite(value)
+            assets_in(info).suite(value)
         except SuiteError as exc:
             raise ValueError(str(exc)) from None
         return value
@@ -242,7 +265,7 @@ class TaskEntry(_Strict):
         name = info.data.get("suite")
         if value is None or name is None:  # no suite: its own error is the one reported
             return value
-        known = [seed.id for seed in load_suite(name).seeds]
+        known = [seed.id for seed in assets_in(info).suite(name).seeds]
         for index, seed in enumerate(value):
             if seed not in known:
                 shown = f"{', '.join(known[:4])}, … {len(known)} in all"
@@ -253,14 +276,24 @@ class TaskEntry(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _enough(self) -> TaskEntry:
-        available = len(load_suite(self.suite).seeds)
+    def _enough(self, info: ValidationInfo) -> TaskEntry:
+        if self._suite is not None:  # validated already: keep what it was resolved to
+            return self
+        self._suite = assets_in(info).suite(self.suite)  # resolved once, carried by the entry
+        available = len(self._suite.seeds)
         if self.count is not None and self.count > available:
             raise ValueError(f"count: suite {self.suite!r} has {available} seeds, not {self.count}")
         return self
 
+    @property
+    def resolved_suite(self) -> Suite:
+        """The suite this entry was validated against (an MCP suite's tools not listed yet)."""
+        if self._suite is None:
+            raise RuntimeError(f"task entry {self.suite!r} was built without validation: no suite resolved")
+        return self._suite
+
     def seed_ids(self) -> list[str]:
-        suite = load_suite(self.suite)
+        suite = self.resolved_suite
         if self.seeds:
             return list(self.seeds)
         return [seed.id for seed in suite.seeds][: self.count or len(suite.seeds)]

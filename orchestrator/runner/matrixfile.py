@@ -13,6 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from orchestrator.runner.matrix import Matrix
+from orchestrator.runner.resolve import RunAssets, validation_context
 from orchestrator.runner.safeyaml import YamlInputError, load_yaml
 
 MESSAGE_LIMIT = 400  # characters of a validation message (a hostile value may be megabytes long)
@@ -69,8 +70,9 @@ def validation_message(path: Path, node: yaml.Node | None, data: dict[Any, Any],
     return f"{path}:{_line_of(node, loc)}: field {_one_line(field)}: {_one_line(message)}{more}"
 
 
-def load_matrix(path: Path) -> tuple[Matrix, str]:
-    """Parse and validate a matrix file; returns (matrix, file sha256). Raises MatrixError, and nothing else."""
+def load_matrix(path: Path, assets: RunAssets | None = None) -> tuple[Matrix, str]:
+    """Parse and validate a matrix file against `assets` (default: the checkout's stacks and suites, resolved
+    once here and carried by the matrix); returns (matrix, file sha256). Raises MatrixError, and nothing else."""
     try:
         text, node, data = load_yaml(path)
     except YamlInputError as exc:
@@ -78,7 +80,7 @@ def load_matrix(path: Path) -> tuple[Matrix, str]:
     if not isinstance(data, dict):
         raise MatrixError(f"{path}:1: a matrix file is a mapping of fields")
     try:
-        matrix = Matrix.model_validate(data)
+        matrix = Matrix.model_validate(data, context=validation_context(assets or RunAssets.from_checkout()))
     except ValidationError as exc:
         raise MatrixError(validation_message(path, node, data, exc)) from None
     return matrix, hashlib.sha256(text.encode()).hexdigest()

@@ -15,19 +15,17 @@ import platform
 import shutil
 import subprocess
 from collections.abc import Callable
-from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import ValidationError
-
 from orchestrator.core.redact import known_secrets, scrub
-from orchestrator.runner.store import StoreError
+from orchestrator.runner.resolve import RunAssets
+from orchestrator.runner.store import RunStore, StoreError
 from orchestrator.runner.tasks import seeds_dir
-from orchestrator.serving.registry import REPO_ROOT, load_stack, stacks_dir
+from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, stacks_dir
 from orchestrator.serving.stackspec import StackSpec
+from orchestrator.serving.yamlfiles import YamlInputError, load_yaml
 
 PACKAGES = ("toolcall-matrix", "pydantic", "httpx", "numpy", "pandas", "docker", "jsonschema", "typer", "jinja2")
 
@@ -107,16 +105,16 @@ def snapshot_stacks(run_dir: Path) -> None:
     for path in sorted(stacks_dir().glob("*.yaml")):
         shutil.copy2(path, target / path.name)
         text = path.read_text()
-        clean = scrub(text, known_secrets(env=stack_env(text)))  # a token written into a stack's env: redacted
+        clean = scrub(text, known_secrets(env=stack_env(path)))  # a token written into a stack's env: redacted
         if clean != text:
             (target / path.name).write_text(clean)
 
 
-def stack_env(text: str) -> dict[str, str]:
+def stack_env(path: Path) -> dict[str, str]:
     """Every environment a stack definition gives its server (launch.env, local_model_env, prompt_cache.env)."""
     try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError:
+        data = load_yaml(path)[2] or {}
+    except YamlInputError:
         return {}
     if not isinstance(data, dict):
         return {}
@@ -128,22 +126,18 @@ def stack_env(text: str) -> dict[str, str]:
     return env
 
 
-def run_stack(run_dir: Path, name: str) -> StackSpec | None:
-    """The stack definition as the run used it (its snapshot); None when the run kept none."""
-    path = run_dir / SNAPSHOT_DIR / f"{name}.yaml"
-    if not path.is_file():
-        return None
-    try:
-        return StackSpec.model_validate(yaml.safe_load(path.read_text()))
-    except (yaml.YAMLError, ValidationError) as exc:  # e.g. a snapshot from an older stack schema
-        raise StoreError(f"{path}: the run's stack snapshot cannot be read by this orchestrator: {exc}") from exc
-
-
 def run_stacks(run_dir: Path) -> Callable[[str], StackSpec]:
-    """name -> the run's own stack definition (its snapshot, else today's file), read once per name."""
+    """name -> the run's own stack definition, resolved once per name from its snapshot (runner/resolve.py: a
+    stack the run kept no snapshot of is today's file only when its sha256 is the one the run recorded)."""
+    manifest = RunStore(run_dir).manifest() if (run_dir / "manifest.json").is_file() else {}
+    assets = RunAssets.from_run(run_dir, manifest.get("provenance"))
 
-    @cache
     def lookup(name: str) -> StackSpec:
-        return run_stack(run_dir, name) or load_stack(name)
+        try:
+            return assets.stack(name)
+        except InvalidStackError as exc:  # e.g. a snapshot from an older stack schema
+            path, _, problem = str(exc).partition(": ")  # the message starts with the snapshot file's path
+            message = f"{path}: the run's stack snapshot cannot be read by this orchestrator: {problem}"
+            raise StoreError(message) from exc
 
     return lookup

@@ -45,7 +45,6 @@ from orchestrator.runner.matrix import Matrix, ServerPlan, expand
 from orchestrator.runner.progress import SweepProgress
 from orchestrator.runner.provenance import drift, fingerprint, git_state, host_facts
 from orchestrator.runner.sweep import Seed, Sweep
-from orchestrator.serving.registry import load_stack
 
 CANCEL_GRACE_S = 30.0  # Ctrl-C: how long groups get to stop their servers before their workers are killed
 DRAIN_WAIT_S = 1.0  # a worker holds a drain call this long waiting for its next event
@@ -58,7 +57,7 @@ def group_resources(plan: ServerPlan) -> dict[str, Any]:
     (the stack entry's `gpus`, else the stack file's count), and the custom resources its stack and models
     name (the larger amount where both name one)."""
     stack = plan.stack
-    gpus = (stack.gpus or load_stack(stack.stack).launch.gpu_count) if stack.host == "gpu" else 0  # type: ignore[union-attr]
+    gpus = (stack.gpus or stack.spec.launch.gpu_count) if stack.host == "gpu" else 0  # type: ignore[union-attr]
     custom: dict[str, float] = dict(stack.resources)
     for model in plan.models:
         for name, amount in model.resources.items():
@@ -82,9 +81,9 @@ class GroupWorker:
     """A server group on its node: the sweep on a local shard, its events drained by the driver."""
 
     def __init__(
-        self, matrix: dict[str, Any], manifest: dict[str, Any], guards: list[str], expected: dict[str, Any]
+        self, matrix: Matrix, manifest: dict[str, Any], guards: list[str], expected: dict[str, Any]
     ) -> None:
-        self.matrix = Matrix.model_validate(matrix)
+        self.matrix = matrix  # with the stacks and suites the driver resolved (pickled along), never re-read here
         self.manifest = manifest
         self.expected = expected  # the driver's files (a resume's drift policy already judged them)
         self.guards = frozenset(guards)
@@ -240,11 +239,11 @@ class RayExecutor:
         if not fits_somewhere(request, ray.nodes()):
             reason = f"no node of the Ray cluster has what {plan.server_id} needs: {request}"
             progress.line(f"worker_lost {plan.server_id}: {reason}")
-            mark_lost(store, self.sweep.matrix, plan, reason)
+            mark_lost(store, self.sweep.matrix, plan, reason, self.sweep.suites)
             return
         actor = GroupWorker.options(  # type: ignore[attr-defined]
             num_cpus=request["num_cpus"], num_gpus=request["num_gpus"], resources=request["resources"]
-        ).remote(self.sweep.matrix.model_dump(mode="json"), store.manifest(), sorted(self.sweep.guards), expected)
+        ).remote(self.sweep.matrix, store.manifest(), sorted(self.sweep.guards), expected)
         self.actors.append(actor)
         group = Group(plan, actor, Applier(store, self.sweep.streams, progress, plan.server_id), request)
         group.run_ref = actor.run.remote(plan.server_id, pending, group_files(store, plan))
@@ -319,7 +318,7 @@ class RayExecutor:
     def lose(self, group: Group, reason: str) -> None:
         reason = reason[:2000]
         group.applier.progress.line(f"worker_lost {reason.splitlines()[0]}")
-        mark_lost(self.sweep.store, self.sweep.matrix, group.plan, reason)
+        mark_lost(self.sweep.store, self.sweep.matrix, group.plan, reason, self.sweep.suites)
         kill(group.actor)
 
     def finish(self, group: Group) -> None:

@@ -14,8 +14,8 @@ from orchestrator.core.types import SCHEMA_VERSION
 from orchestrator.runner.guards import GUARDS_ENV, active_guards
 from orchestrator.runner.matrix import Matrix
 from orchestrator.runner.provenance import drift, fingerprint, git_state, host_facts, package_versions, snapshot_stacks
+from orchestrator.runner.resolve import RunAssets, validation_context
 from orchestrator.runner.store import RunStore, now
-from orchestrator.runner.tasks import load_suite
 from orchestrator.serving.launchers import cleanup
 
 
@@ -36,7 +36,8 @@ def start_run_in(
     extra: dict[str, Any] | None = None,
     guards: frozenset[str] | None = None,
 ) -> RunStore:
-    """Create a run in `directory`: its manifest (matrix, code, packages, host, guards) and a stacks snapshot."""
+    """Create a run in `directory`: its manifest (matrix, code, packages, host, guards) and the snapshots of
+    the stacks and of the suites it resolved (`seeds/`, byte for byte: what a resume and the analysis read)."""
     store = RunStore(directory)
     git = git_state()
     store.create(
@@ -63,7 +64,17 @@ def start_run_in(
         }
     )
     snapshot_stacks(store.dir)
+    store.update_manifest(suites_snapshot=matrix.assets.snapshot_suites(store.dir))  # {file: sha256}
     return store
+
+
+def recorded_matrix(
+    run_dir: Path, manifest: dict[str, Any], *, allow_drift: bool = False, launch: bool = False
+) -> Matrix:
+    """A recorded run's matrix, validated against the run's own stacks and suites (its snapshot), never
+    today's files: a resume and the analysis see what the run ran with (`allow_drift`, `launch`: RunAssets.from_run)."""
+    assets = RunAssets.from_run(run_dir, manifest.get("provenance"), allow_drift=allow_drift, launch=launch)
+    return Matrix.model_validate(manifest.get("matrix"), context=validation_context(assets))
 
 
 def recorded_guards(store: RunStore) -> frozenset[str]:
@@ -74,8 +85,7 @@ def recorded_guards(store: RunStore) -> frozenset[str]:
 def scored_cases(matrix: Matrix) -> dict[str, Any]:
     """Per scored suite of the matrix: its core set and each case's expectation (as recorded for the run)."""
     cases: dict[str, Any] = {}
-    for task in matrix.tasks:
-        suite = load_suite(task.suite)
+    for suite in matrix.suites().values():
         if suite.scored:
             expect = {seed.id: seed.expect.model_dump(mode="json") for seed in suite.seeds if seed.expect}
             cases[suite.suite] = {"version": suite.version, "core": suite.core, "expect": expect}

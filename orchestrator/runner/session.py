@@ -18,8 +18,8 @@ from orchestrator.serving.assets import resolve_model
 from orchestrator.serving.build import server_config
 from orchestrator.serving.launchers import LaunchError, ServerHandle, auth_headers, start_server
 from orchestrator.serving.readiness import probe_body
-from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ModelRef, ServerConfig
+from orchestrator.serving.stackspec import StackSpec
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -39,10 +39,11 @@ class LaunchFailed(Exception):
         return self.error.splitlines()[0] if self.error else "(no message)"
 
 
-def model_ref_for(stack: str, entry: ModelEntry) -> ModelRef:
+def model_ref_for(stack: str, entry: ModelEntry, spec: StackSpec) -> ModelRef:
+    """The model of `entry` as stack `stack` (resolved: `spec`) serves it."""
     source = entry.sources[stack]
     if source.asset:
-        resolved = resolve_model(stack, source.asset, progress=lambda _m: None)
+        resolved = resolve_model(spec, source.asset, progress=lambda _m: None)
         return resolved.model_copy(update={"name": entry.name})
     if source.path:
         return ModelRef(name=entry.name, path=source.path, digest=entry.digest, quantization=entry.quantization)
@@ -57,8 +58,9 @@ def launch_config(matrix: Matrix, plan: ServerPlan) -> ServerConfig:
     """The server's resolved config (provisioning cached assets); any failure is a LaunchFailed."""
     stack = plan.stack
     try:
-        model = model_ref_for(stack.stack, plan.models[0])
+        model = model_ref_for(stack.stack, plan.models[0], stack.spec)
         return server_config(
+            spec=stack.spec,
             stack=stack.stack,
             tool_config=stack.resolved_tool_config,
             launcher=stack.launcher,
@@ -138,10 +140,10 @@ class ServerSession:
                 tracing.launch_update(self.span, self.launches[-1], end=True)
             self.span = None
 
-    def prepare_model(self, config: ServerConfig, timeout_s: float) -> None:
-        """Make the model available where the stack needs it (Ollama pulls); a failed pull is LaunchFailed
-        with the pull's own error, so a later 404 is never mistaken for a refusal."""
-        spec = load_stack(config.stack)
+    def prepare_model(self, config: ServerConfig, timeout_s: float, spec: StackSpec) -> None:
+        """Make the model available where the stack (`spec`, the run's resolved definition) needs it (Ollama
+        pulls); a failed pull is LaunchFailed with the pull's own error, so a later 404 is never mistaken for a
+        refusal."""
         if spec.pull is None:
             return
         url = self.handle.base_url + spec.pull.path

@@ -37,17 +37,17 @@ from orchestrator.runner.channels import run_model_case, run_product_case
 from orchestrator.runner.guards import active_guards
 from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
 from orchestrator.runner.progress import SweepProgress
+from orchestrator.runner.resolve import listed_suites
 from orchestrator.runner.seedpool import map_seeds
 from orchestrator.runner.serverlog import record_server
 from orchestrator.runner.session import LaunchFailed, ServerSession, launch_config, model_ref_for
 from orchestrator.runner.store import RunStore, now
 from orchestrator.runner.streamstore import StreamStore
-from orchestrator.runner.tasks import Suite, load_suite
+from orchestrator.runner.tasks import Suite
 from orchestrator.runner.toolserver import Executor, local_executor, mcp_executor
 from orchestrator.serving.cache import reset_prompt_cache
 from orchestrator.serving.launchers import ServerHandle, auth_headers
 from orchestrator.serving.probe import ProbeResult, probe
-from orchestrator.serving.registry import load_stack
 from orchestrator.serving.render import prompt_counter
 from orchestrator.serving.serverconfig import ServerConfig
 from orchestrator.serving.stackspec import StackSpec
@@ -79,6 +79,8 @@ class Sweep:
         # The product channel's guards: the matrix's switches, or the environment's set (an ablation passes the
         # set its parent run had, whatever the environment says now).
         self.guards = guards if guards is not None else active_guards(matrix.guards, os.environ)
+        # The run's suites as offered to the model, resolved once (MCP suites: their server's tools, listed now).
+        self.suites: dict[str, Suite] = listed_suites(matrix.suites())
         self.tool_servers: dict[str, McpToolServer] = {}  # suite -> its MCP server, started once per run
         self.streams = StreamStore(store.dir)  # streamed attempts' raw events, one side file per cell
         self.progress: SweepProgress | None = None
@@ -97,8 +99,7 @@ class Sweep:
     def start_tool_servers(self) -> None:
         """One MCP server per suite that takes its tools from one; a server that will not start fails the run
         before any model work (every product call would go unanswered)."""
-        for task in self.matrix.tasks:
-            suite = load_suite(task.suite)
+        for suite in self.suites.values():
             if suite.mcp is None or suite.suite in self.tool_servers or self.matrix.channels in (None, ["model"]):
                 continue
             log = self.store.dir / "tool_calls" / f"{suite.suite}.jsonl"
@@ -158,7 +159,9 @@ class Sweep:
         self.console.print(f"[red]launch failed[/] {cells[0].stack.label}: {exc.summary}", highlight=False)
         failed_start = session.launches[-1:] if session and not session.alive() else []
         for cell in cells:
-            base = self.first_config(cell) or cell_config(self.matrix, cell, None, None, None)
+            base = self.first_config(cell) or cell_config(
+                self.matrix, cell, None, None, None, resolved=self.suites
+            )
             self.store.write_cell(
                 cell.cell_id,
                 {
@@ -241,10 +244,10 @@ class Sweep:
         if not mode_of(cell.mode).renders_template:
             return None
         try:
-            spec = load_stack(cell.stack.stack)
-            template = model_template(config.model.path, session.handle.describe().get("argv"), spec.template_flags)
+            flags = cell.stack.spec.template_flags
+            template = model_template(config.model.path, session.handle.describe().get("argv"), flags)
             for suite in sorted({suite for suite, _ in cell.seeds}):
-                render_chat(template, TEMPLATE_CHECK, load_suite(suite).tools)
+                render_chat(template, TEMPLATE_CHECK, self.suites[suite].tools)
             return template
         except (NoTemplate, TemplateError) as exc:
             raise LaunchFailed(f"{cell.cell_id}: no chat template the harness can render: {exc}") from exc
@@ -258,11 +261,11 @@ class Sweep:
             model_config = (
                 config
                 if entry is plan.models[0]
-                else config.model_copy(update={"model": model_ref_for(plan.stack.stack, entry)})
+                else config.model_copy(update={"model": model_ref_for(plan.stack.stack, entry, plan.stack.spec)})
             )
             begun = time.monotonic()
             try:
-                session.prepare_model(model_config, self.matrix.timeouts.ready_s)
+                session.prepare_model(model_config, self.matrix.timeouts.ready_s, plan.stack.spec)
                 return model_config, probe(session.handle, model_config)
             finally:
                 self.phase_s["probe"] = self.phase_s.get("probe", 0.0) + time.monotonic() - begun
@@ -291,6 +294,7 @@ class Sweep:
             raw_template=template,
             guards=self.cell_guards(cell),
             tool_server=self.tool_server_record(cell),
+            resolved=self.suites,
         )
         previous = self.previous_launches(cell)
         serving = len(session.launches) - 1  # the start now serving; later restarts belong to this cell too
@@ -359,14 +363,14 @@ class Sweep:
         template: ChatTemplate | None = None,
     ) -> list[Seed]:
         """Run seeds (concurrently where the matrix says); returns those whose server died under them."""
-        served = served_by(cell, load_stack(cell.stack.stack), session.handle, base, config, self.matrix.concurrency)
+        served = served_by(cell, cell.stack.spec, session.handle, base, config, self.matrix.concurrency)
         policy = request_policy(self.matrix, cell)
 
         def one(seed: Seed) -> Seed | None:
             suite, seed_id = seed
             with self.lock:  # an aborted earlier run was marked superseded already (run_cell, or the resume)
                 attempt = self.store.next_seed_attempt((cell.cell_id, seed_id))
-            loaded = load_suite(suite)
+            loaded = self.suites[suite]
             ctx = SeedContext(
                 run_id=self.store.run_id,
                 cell_id=cell.cell_id,

@@ -220,11 +220,23 @@ def load_suite(name: str, directory: Path | None = None) -> Suite:
         known = sorted(p.stem for p in (directory or seeds_dir()).glob("*.yaml"))
         raise SuiteError(f"unknown task suite {name!r} (known: {', '.join(known)})")
     try:  # read within the same bounds as a matrix file: a broken or hostile suite is one error, not a traceback
-        suite = Suite.model_validate(load_yaml(path)[2])
+        data = load_yaml(path)[2]
     except YamlInputError as exc:
         raise SuiteError(str(exc)) from None
+    return with_listed_tools(parse_suite(data, path), path)
+
+
+def parse_suite(data: Any, path: Path) -> Suite:
+    """A suite from its file's data (`path` names it in errors); an MCP suite's tools are not listed yet."""
+    try:
+        return Suite.model_validate(data)
     except ValidationError as exc:
         raise SuiteError(f"{path}: invalid suite: {exc}") from exc
+
+
+def with_listed_tools(suite: Suite, path: Path) -> Suite:
+    """The suite with its MCP server's tools (listed once per process, checked); other suites as they are.
+    This starts the server: a run does it when it starts, validation never does."""
     if suite.mcp is None:
         return suite
     from orchestrator.runner.mcperror import McpError  # raised by mcpclient, also when the SDK is missing

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from orchestrator.serving.registry import REPO_ROOT
 from orchestrator.serving.serverconfig import ModelRef
+from orchestrator.serving.stackspec import StackSpec
 
 SCRIPTS = REPO_ROOT / "scripts"
 Progress = Callable[[str], None]
@@ -197,11 +198,10 @@ def ensure_hf_dir(name: str, progress: Progress = print) -> AssetRecord:
 BASE_IMAGE = "toolcall-matrix/debian-base:bookworm"
 
 
-def ensure_llama_image(progress: Progress = print) -> AssetRecord:
-    """The llama-server CPU image: FROM a debootstrap base, with the cached binary copied in."""
-    from orchestrator.serving.registry import load_stack
-
-    image = load_stack("llamacpp").images["cpu"]
+def ensure_llama_image(llamacpp: StackSpec, progress: Progress = print) -> AssetRecord:
+    """The llama-server CPU image (`llamacpp`: its stack definition): FROM a debootstrap base, with the cached
+    binary copied in."""
+    image = llamacpp.images["cpu"]
     binary = ensure_llama_server(progress)
     out = _run(
         ["bash", str(SCRIPTS / "build-llama-image.sh"), str(cache_root()), binary.path, image.tagged, BASE_IMAGE],
@@ -223,11 +223,9 @@ def record_assets(records: list[AssetRecord]) -> Path:
     return path
 
 
-def resolve_model(stack: str, name: str, path: str | None = None, progress: Progress = print) -> ModelRef:
-    """The model as this stack loads it: the GGUF file, the HF directory converted from it, or a tag."""
-    from orchestrator.serving.registry import load_stack
-
-    spec = load_stack(stack)
+def resolve_model(spec: StackSpec, name: str, path: str | None = None, progress: Progress = print) -> ModelRef:
+    """The model as this stack (its resolved definition) loads it: the GGUF file, the HF directory converted
+    from it, or a tag."""
     if path is not None or spec.model_source in ("ollama_tag", "remote"):
         return ModelRef(name=name, path=path)
     gguf_quant = MODELS[name].filename.rsplit("-", 1)[-1].removesuffix(".gguf").upper()

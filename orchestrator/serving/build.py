@@ -6,7 +6,7 @@ from __future__ import annotations
 from orchestrator.serving.assets import Progress, ensure_llama_server, ensure_vllm_venv, resolve_model
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import LauncherKind, ModelRef, ServerConfig
-from orchestrator.serving.stackspec import Host
+from orchestrator.serving.stackspec import Host, StackSpec
 
 
 def server_config(
@@ -29,8 +29,11 @@ def server_config(
     ready_timeout_s: float = 600.0,
     gpu_count: int | None = None,
     progress: Progress = print,
+    spec: StackSpec | None = None,
 ) -> ServerConfig:
-    spec = load_stack(stack)
+    """`spec`: the run's resolved definition of `stack` (runner/resolve.py); without it (the `probe` command,
+    tests) the stack is read from the checkout here."""
+    spec = spec if spec is not None else load_stack(stack)
     tool_config = tool_config or spec.default_tool_config
     spec.tool_config(tool_config)  # fail early on an unknown name
     if launcher == "process" and spec.launch is not None and not (binary or python):
@@ -43,9 +46,10 @@ def server_config(
         model_ref = (
             ModelRef(name=model, path=model_path)
             if launcher == "attach"
-            else resolve_model(stack, model, model_path, progress)
+            else resolve_model(spec, model, model_path, progress)
         )
     return ServerConfig(
+        spec=spec,
         stack=stack,
         tool_config=tool_config,
         launcher=launcher,

@@ -22,7 +22,6 @@ from typing import Any
 from orchestrator.core.redact import known_secrets, redact_argv, redact_env, scrub, scrub_bytes
 from orchestrator.serving.assets import cache_root
 from orchestrator.serving.readiness import ReadinessTimeout, ServerDied, wait_ready
-from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ServerConfig, reproduce_command, server_argv, server_env
 from orchestrator.serving.stackspec import Launch, StackSpec, render_args
 
@@ -329,7 +328,7 @@ def auth_headers(spec: StackSpec) -> dict[str, str]:
 
 def start_server(config: ServerConfig, run_id: str, log_dir: Path | None = None) -> ServerHandle:
     """Start (or attach), wait until ready, return the handle. Failures tear down first."""
-    spec = load_stack(config.stack)
+    spec = config.stack_spec()
     try:
         handle = _create_handle(spec, config, run_id, log_dir)
     except Exception as exc:  # missing binary, image not found, engine API error: a launch failure, never a crash

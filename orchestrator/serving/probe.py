@@ -15,7 +15,6 @@ from orchestrator.core.types import Classification, Outcome, ToolsMode
 from orchestrator.serving.chatapi import Decoding, build_payload, post_chat
 from orchestrator.serving.launchers import ServerHandle, auth_headers
 from orchestrator.serving.readiness import server_facts
-from orchestrator.serving.registry import load_stack
 from orchestrator.serving.render import canary, sampling_defaults
 from orchestrator.serving.serverconfig import ServerConfig
 
@@ -80,7 +79,7 @@ def verdict_for(result: Classification) -> Verdict:
 
 
 def probe(handle: ServerHandle, config: ServerConfig, decoding: Decoding = PROBE_DECODING) -> ProbeResult:
-    spec = load_stack(config.stack)
+    spec = config.stack_spec()
     headers = auth_headers(spec)
     facts = server_facts(handle.base_url, spec, config.model.name, headers)
     decoding = decoding.model_copy(update={"extra": {**spec.deterministic_extra, **decoding.extra}})

@@ -7,16 +7,20 @@ import os
 from functools import cache
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from orchestrator.serving.stackspec import StackSpec
+from orchestrator.serving.yamlfiles import YamlInputError, decode_text, parse_yaml, read_bytes_bounded
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def stacks_dir() -> Path:
     return Path(os.environ.get("TOOLCALL_MATRIX_STACKS", REPO_ROOT / "stacks"))
+
+
+class InvalidStackError(ValueError):
+    """A stack file that cannot be read or does not validate (a ValueError, as before)."""
 
 
 class UnknownStackError(KeyError):
@@ -36,8 +40,26 @@ def load_stack(name: str) -> StackSpec:
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownStackError(f"unknown stack {name!r} (known: {', '.join(names)}){hint}")
+    return read_stack_file(path)
+
+
+def read_stack_file(path: Path) -> StackSpec:
+    """A stack definition read within the bounds of every YAML file the package reads (serving/yamlfiles.py):
+    a hostile or broken file is one `InvalidStackError` naming the file, never a traceback."""
     try:
-        data = yaml.safe_load(path.read_text())
+        raw = read_bytes_bounded(path)
+    except YamlInputError as exc:
+        raise InvalidStackError(str(exc)) from None
+    return parse_stack(raw, path)
+
+
+def parse_stack(raw: bytes, path: Path) -> StackSpec:
+    """A stack definition from its file's bytes (`path` names it in errors)."""
+    try:
+        data = parse_yaml(decode_text(raw, path), path)[1]
+    except YamlInputError as exc:
+        raise InvalidStackError(str(exc)) from None
+    try:
         return StackSpec.model_validate(data)
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise ValueError(f"{path}: invalid stack definition: {exc}") from exc
+    except ValidationError as exc:
+        raise InvalidStackError(f"{path}: invalid stack definition: {exc}") from exc

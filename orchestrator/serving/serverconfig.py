@@ -62,6 +62,14 @@ class ServerConfig(BaseModel):
     gpu_ids: list[str] | None = Field(
         None, description="Docker: these GPUs by id (the Ray executor passes the ones Ray gave the group), not any N."
     )
+    # The stack's definition as the run resolved it (runner/resolve.py): starting and probing the server use it,
+    # never a fresh read of stacks/. Not part of a record (the cell config records what it decides).
+    spec: StackSpec | None = Field(None, exclude=True, repr=False)
+
+    def stack_spec(self) -> StackSpec:
+        if self.spec is None:
+            raise ValueError(f"{self.server_id}: built without its stack definition (use serving/build.py)")
+        return self.spec
 
     @property
     def server_id(self) -> str:
