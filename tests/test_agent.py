@@ -13,6 +13,8 @@ from orchestrator.serving.launchers import free_port, running_server
 from orchestrator.serving.registry import load_stack
 from tests.conftest import REPLAY_DIR
 
+pytestmark = pytest.mark.server
+
 
 def context(base_url: str, model: str, mode: ToolsMode, **overrides: object) -> SeedContext:
     values = dict(

@@ -312,6 +312,7 @@ def test_ctrl_c_on_the_driver_stops_every_group_and_leaves_no_server(
     fault_counts(f"Ctrl-C: driver stopped in {stopped_s:.1f}s, cells {sorted(statuses)}, no server left")
 
 
+@pytest.mark.slow
 def test_only_the_executor_imports_ray() -> None:
     """Ray is an optional extra: no module but runner/rayexecutor.py imports it (checked in the source), and
     a local run's code path leaves it unimported (checked in a fresh interpreter)."""
@@ -356,6 +357,7 @@ def plan_of(text: str, tmp_path: Path) -> Any:
     return matrix, expand(matrix)
 
 
+@pytest.mark.ray
 def test_a_group_asks_for_its_stacks_gpus_and_the_custom_resources_of_stack_and_models(tmp_path: Path) -> None:
     require_ray()
     from orchestrator.runner.rayexecutor import fits_somewhere, group_resources

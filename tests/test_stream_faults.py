@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 
 from orchestrator.core.types import Outcome, SeedEnd, ToolsMode, TurnRecord
 from orchestrator.runner.agent import SeedContext, run_seed
@@ -15,6 +16,8 @@ from orchestrator.serving.chatapi import Decoding, post_chat_stream
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.streaming import StreamTimeouts
 from tests.replay import streamshapes as shapes
+
+pytestmark = pytest.mark.server
 
 GAP_S = 1.0
 
