@@ -115,6 +115,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+@pytest.mark.slow  # a real llama-server process
 def test_server_dying_during_wait_fails_at_once_with_log_tail(llama_server_binary: str) -> None:
     config = server_config(
         stack="llamacpp",
