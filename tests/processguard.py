@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -74,12 +75,21 @@ class GuardState:
     did: list[str] = field(default_factory=list)
     fixture_stack: list[str] = field(default_factory=list)
     starting_fixtures: dict[str, str] = field(default_factory=dict)
+    # Threads alive before this test began (a server thread an earlier slow test left running): what they start
+    # is not this test's doing. The main thread is never in it.
+    earlier_threads: set[threading.Thread] = field(default_factory=set)
+
+    def begin_test(self) -> None:
+        main = threading.main_thread()
+        self.earlier_threads = {thread for thread in threading.enumerate() if thread is not main}
 
     def observe(self, event: str, args: tuple[Any, ...]) -> str | None:
         """Record a forbidden event seen while watching; returns its description (None when not recorded)."""
         if not self.watching:
             return None
         description = describe_event(event, args)
+        if description is not None and threading.current_thread() in self.earlier_threads:
+            return None
         if description is None:
             return None
         if self.fixture_stack:
@@ -180,6 +190,7 @@ class ProcessGuardPlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Any:
+        self.state.begin_test()
         with self.state.watch(allowed=is_slow(item)):
             return (yield)
 

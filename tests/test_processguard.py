@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import socket
 import subprocess
+import threading
 from collections.abc import Callable, Generator
 from typing import Any, Literal
 
@@ -69,6 +70,29 @@ def test_a_slow_test_may_start_what_it_likes_and_nothing_is_watched_between_test
     with state.watch(allowed=False):
         assert state.observe("os.system", ("true",)) == "ran os.system: true"
     assert state.take() == ["ran os.system: true"] and state.take() == []
+
+
+def test_a_thread_left_by_an_earlier_test_is_not_this_tests_doing() -> None:
+    """A server thread an earlier (slow) test left running may start something while this test runs: not counted.
+    A thread this test starts is."""
+    state = GuardState()
+    go, seen = threading.Event(), []
+
+    def later_in_a_thread() -> None:
+        go.wait(30)
+        seen.append(state.observe("os.system", ("true",)))
+
+    earlier = threading.Thread(target=later_in_a_thread, daemon=True)
+    earlier.start()
+    state.begin_test()
+    mine = threading.Thread(target=later_in_a_thread, daemon=True)
+    with state.watch(allowed=False):
+        mine.start()
+        go.set()
+        earlier.join(30)
+        mine.join(30)
+    assert sorted(seen, key=str) == [None, "ran os.system: true"]  # the earlier thread: None
+    assert state.take() == ["ran os.system: true"]
 
 
 def test_a_fixture_that_started_a_server_holds_every_test_that_uses_it() -> None:
