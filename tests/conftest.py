@@ -3,12 +3,15 @@ in CI (CI=true) a missing one fails loudly; elsewhere the test is skipped with t
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.processguard import GuardState, ProcessGuardPlugin, install
 
 REPLAY_DIR = Path(__file__).resolve().parent / "replay"
 REPO = Path(__file__).resolve().parent.parent
@@ -18,10 +21,27 @@ V1_CPU_RUN = REPO / "tests" / "fixtures" / "runs" / "20261202T154426Z-cpu-9c81b1
 
 def committed_runs() -> list[Path]:
     """Run directories committed under results/examples (git-tracked only: a run in progress here is not one)."""
+    return list(_committed_runs())
+
+
+@functools.cache
+def _committed_runs() -> tuple[Path, ...]:
+    """Asked of git once, at collection: a fast-tier test that calls committed_runs() again starts no process."""
     listed = subprocess.run(
         ["git", "ls-files", "results/examples/*/manifest.json"], cwd=REPO, capture_output=True, text=True, check=True
     )
-    return sorted(REPO / Path(line).parent for line in listed.stdout.splitlines())
+    return tuple(sorted(REPO / Path(line).parent for line in listed.stdout.splitlines()))
+
+
+# ---------------------------------------------------------------- the fast tier's guard (tests/processguard.py)
+
+GUARD = GuardState()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Active in every run, fast or full: a full CI run fails an unmarked test that starts a process as well."""
+    install(GUARD)
+    config.pluginmanager.register(ProcessGuardPlugin(GUARD), "processguard")
 
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

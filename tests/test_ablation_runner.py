@@ -29,6 +29,8 @@ from orchestrator.runner.runs import scored_cases
 from orchestrator.runner.store import RunStore
 from orchestrator.serving.registry import REPO_ROOT
 
+pytestmark = pytest.mark.server
+
 PRODUCT_CPU = REPO_ROOT / "matrices" / "product-cpu.yaml"
 SERVED_TAG = "qwen2.5-coder:0.5b"
 

@@ -14,6 +14,8 @@ from orchestrator.serving.registry import load_stack
 from tests.conftest import REPLAY_DIR
 from tests.seedcontexts import seed_context
 
+pytestmark = pytest.mark.server
+
 
 def context(base_url: str, model: str, mode: ToolsMode, **overrides: object) -> SeedContext:
     values = dict(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from orchestrator.core.types import ToolsMode, TurnRecord
 from orchestrator.runner.agent import run_seed
 from orchestrator.runner.store import RunStore
@@ -26,6 +28,7 @@ def run(replies: list[Reply], **overrides: object) -> list[TurnRecord]:
     return records
 
 
+@pytest.mark.server
 def test_a_right_submit_succeeds_and_a_wrong_one_fails() -> None:
     seed = load_suite("ops").seeds[0]
     right = run([call("submit", answer=str(seed.expected))], seed_id=seed.id)
@@ -34,12 +37,14 @@ def test_a_right_submit_succeeds_and_a_wrong_one_fails() -> None:
     assert [(r.end, r.task_success) for r in wrong] == [("submitted", False)]
 
 
+@pytest.mark.server
 def test_constrained_mode_ends_a_repeated_call_as_a_loop() -> None:
     pod = next(iter(load_suite("ops").seeds[0].data["pods"]))
     records = run([call("pod_status", name=pod)], mode=ToolsMode.CONSTRAINED, turn_cap=10, loop_repeats=3)
     assert [r.end for r in records] == [None, None, "loop"]
 
 
+@pytest.mark.server
 def test_a_mode_without_loop_detection_runs_into_the_turn_cap() -> None:
     pod = next(iter(load_suite("ops").seeds[0].data["pods"]))
     records = run([call("pod_status", name=pod)], mode=ToolsMode.TEXT_TOOLS, turn_cap=4, loop_repeats=3)

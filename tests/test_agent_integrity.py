@@ -59,6 +59,7 @@ def run(replies: list[Reply], **overrides: object) -> tuple[list[TurnRecord], in
     return records, len(script.requests)
 
 
+@pytest.mark.server
 def test_an_empty_200_answer_is_final_and_never_resampled() -> None:
     records, requests = run([Reply(200, chat_reply("")), Reply(200, chat_reply(VALID_TEXT_CALL))])
     assert requests == 1
@@ -67,6 +68,7 @@ def test_an_empty_200_answer_is_final_and_never_resampled() -> None:
     ]
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(
     ("body", "recoverable"), [(LLAMA_PARSE_FAILURE_QUOTING, True), (LLAMA_PARSE_FAILURE_B11312, False)]
 )
@@ -82,6 +84,7 @@ def test_a_server_parser_failure_is_the_models_turn_and_not_retried(body: dict, 
     assert only.text_call_recoverable is recoverable
 
 
+@pytest.mark.server
 def test_a_plain_500_without_model_output_is_retried_and_every_attempt_recorded() -> None:
     plain = {"error": {"code": 500, "message": "slot unavailable", "type": "server_error"}}
     records, requests = run([Reply(500, plain)], max_attempts=3)
@@ -93,6 +96,7 @@ def test_a_plain_500_without_model_output_is_retried_and_every_attempt_recorded(
     ]
 
 
+@pytest.mark.server
 def test_429_is_a_non_response_retried_after_retry_after() -> None:
     replies = [Reply(429, OPENAI_RATE_LIMITED, {"Retry-After": "1"}), Reply(200, chat_reply(VALID_TEXT_CALL))]
     records: list[TurnRecord] = []
@@ -105,6 +109,7 @@ def test_429_is_a_non_response_retried_after_retry_after() -> None:
     assert waited >= 0.9, f"Retry-After: 1 not honoured (waited {waited:.2f}s)"
 
 
+@pytest.mark.server
 def test_retry_after_is_bounded() -> None:
     replies = [Reply(429, OPENAI_RATE_LIMITED, {"Retry-After": "3600"}), Reply(200, chat_reply(VALID_TEXT_CALL))]
     records: list[TurnRecord] = []
@@ -114,6 +119,7 @@ def test_retry_after_is_bounded() -> None:
     assert script.requests[1][0] - script.requests[0][0] < 1.0  # 0.2 s bound, not the server's hour
 
 
+@pytest.mark.server
 def test_a_dead_server_ends_the_seed_as_server_died_not_finished() -> None:
     plain = {"error": {"code": 503, "message": "Service Unavailable", "type": "unavailable_error"}}
     records, requests = run([Reply(503, plain)], max_attempts=5, server_alive=lambda: False)
@@ -121,6 +127,7 @@ def test_a_dead_server_ends_the_seed_as_server_died_not_finished() -> None:
     assert [(r.outcome.value, r.end) for r in records] == [("non_response", "server_died")]
 
 
+@pytest.mark.server
 def test_context_overflow_is_a_refusal_with_its_own_end() -> None:
     records, _ = run([Reply(400, LLAMA_CONTEXT_OVERFLOW)])
     assert [(r.outcome.value, r.detail, r.end) for r in records] == [
@@ -128,6 +135,7 @@ def test_context_overflow_is_a_refusal_with_its_own_end() -> None:
     ]
 
 
+@pytest.mark.server
 def test_finish_reason_and_truncation_flag_reach_the_turn_record() -> None:
     cut = chat_reply('{"name": "list_pods", "argu', finish_reason="length")
     records, _ = run([Reply(200, cut)])
@@ -135,6 +143,7 @@ def test_finish_reason_and_truncation_flag_reach_the_turn_record() -> None:
     assert only.finish_reason == "length" and "truncated:max_tokens" in only.flags
 
 
+@pytest.mark.server
 def test_the_cache_reset_result_goes_on_the_first_record_and_a_failed_reset_is_flagged() -> None:
     replies = [Reply(200, chat_reply(VALID_TEXT_CALL)), Reply(200, chat_reply("done."))]
     reset = {"method": "POST /slots/0?action=erase", "ok": False, "cleared": False}
@@ -144,6 +153,7 @@ def test_the_cache_reset_result_goes_on_the_first_record_and_a_failed_reset_is_f
     assert records[1].prompt_cache is None
 
 
+@pytest.mark.server
 def test_a_cancelled_seed_writes_nothing_more() -> None:
     cancelled = threading.Event()
     records: list[TurnRecord] = []
@@ -168,6 +178,7 @@ def test_every_transport_error_class_is_data_never_raised(error: type[httpx.HTTP
     assert error.__name__ in exchange.transport_error.message
 
 
+@pytest.mark.server
 def test_ctrl_c_during_a_retry_wait_writes_nothing_more() -> None:
     plain = {"error": {"code": 500, "message": "slot unavailable", "type": "server_error"}}
     cancelled = threading.Event()

@@ -215,6 +215,7 @@ def test_a_server_parser_failure_is_read_by_the_same_recognisers() -> None:
 # --- the agent loop: the cell's format reaches every turn ---------------------------------------------------
 
 
+@pytest.mark.server
 def test_the_cells_call_format_reaches_every_turn_and_is_recorded() -> None:
     replies = [Reply(200, chat_reply(PYTHONIC_CALL))]
     auto, _ = run_agent(replies, mode=ToolsMode.TEXT_TOOLS, turn_cap=2)
@@ -320,6 +321,7 @@ def test_reclassify_reads_with_the_cells_recorded_call_format_and_the_report_cou
 # --- the probe names the format it saw ---------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_the_probe_names_the_format_it_saw(monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.serving import probe as probe_module
     from tests.fakes.scripted import scripted_server

@@ -102,6 +102,7 @@ def test_plan_counts_servers_cells_and_seed_runs(synthetic: tuple[Path, Path]) -
     assert {cell for s in servers for cell in s["cells"]} == {(MODEL, 3, 5)}
 
 
+@pytest.mark.slow
 def test_totals_add_up_from_the_rates(synthetic: tuple[Path, Path]) -> None:
     matrix_path, runs = synthetic
     result = capacity_model.compute(matrix_path, runs, capacity_model.DEFAULT_RATES)
@@ -194,6 +195,7 @@ def test_hosts_pack_and_split() -> None:
     assert split["longest_stream_h"] == pytest.approx(25 / 3 + 1)
 
 
+@pytest.mark.slow
 def test_committed_output_is_what_the_script_computes_now() -> None:
     """The README section is rendered from these files: they must not drift from the script and its inputs."""
     out = capacity_model.DEFAULT_OUT

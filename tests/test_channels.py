@@ -30,6 +30,8 @@ from tests import bodies as b
 from tests.fakes.scripted import Reply, chat_reply, scripted_server
 from tests.seedcontexts import seed_context
 
+pytestmark = pytest.mark.server
+
 MD5_HELLO = "5d41402abc4b2a76b9719d911017c592"
 STATUS_7F3A = {"entity_id": "ent_7f3a", "status": "FILED", "name": "Harbor Works LLC", "state": "DE"}
 STALL = "I will choose a C corporation, let's continue."

@@ -1,21 +1,21 @@
-"""`orchestrate classify` and `orchestrate stats` end to end through the real console script."""
+"""`orchestrate classify` and `orchestrate stats` end to end through the CLI (in-process, tests/cliinprocess.py);
+the SIGINT test at the end needs a real process started by a shell, and is slow."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests import bodies as b
+import pytest
 
-ORCHESTRATE = [sys.executable, "-m", "orchestrator"]
+from tests import bodies as b
+from tests.cliinprocess import orchestrate
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}  # rich wraps tables to the terminal width
-    return subprocess.run([*ORCHESTRATE, *args], capture_output=True, text=True, timeout=120, env=env)
+    return orchestrate(*args)  # COLUMNS=200: rich wraps tables to the terminal width
 
 
 def write_jsonl(path: Path, rows: list[object]) -> Path:
@@ -221,6 +221,7 @@ def test_stats_missing_outcome_names_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and f"{path}:1" in result.stderr and "outcome" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_run_started_in_the_background_still_stops_on_sigint() -> None:
     # `cmd &` in a non-interactive shell starts Python with SIGINT ignored; the CLI must undo that.
     code = (

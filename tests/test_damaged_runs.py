@@ -6,10 +6,8 @@ never a traceback, never a record lost."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from orchestrator.core.jsonl import InputError, read_jsonl
 from orchestrator.core.types import TurnRecord
 from orchestrator.runner.runs import resume_run
 from orchestrator.runner.store import RunStore, StoreError
+from tests.cliinprocess import orchestrate as in_process
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "results" / "examples" / "20261203T173011Z-diffcheck-98d599"  # small: 2 cells, 41 turns
@@ -31,9 +30,7 @@ BASE: dict[str, Any] = {"cell_id": "c", "turn": 0, "tools_mode": "text-tools", "
 
 
 def orchestrate(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True,
-                          timeout=120, env=env, cwd=REPO)  # fmt: skip
+    return in_process(*args, cwd=REPO)
 
 
 def copy_example(tmp_path: Path) -> Path:
@@ -93,6 +90,7 @@ def test_resume_keeps_the_torn_fragment_aside_and_appends_on_a_line_of_its_own(t
     assert again.damage == [] and again.turns_path.read_bytes().endswith(b"}\n")
 
 
+@pytest.mark.slow
 def test_resume_run_records_the_repair_in_its_resume_entry(tmp_path: Path) -> None:
     run = copy_example(tmp_path)
     lines = lines_of(run)
@@ -145,6 +143,7 @@ MIDDLE_DAMAGE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "damage", "message"), MIDDLE_DAMAGE, ids=[m[0] for m in MIDDLE_DAMAGE])
 def test_a_damaged_middle_line_is_an_error_naming_it_and_changes_nothing(
     tmp_path: Path, name: str, damage: Any, message: str
@@ -161,6 +160,7 @@ def test_a_damaged_middle_line_is_an_error_naming_it_and_changes_nothing(
     assert {p: p.read_bytes() for p in before} == before  # the resume changed nothing, the manifest neither
 
 
+@pytest.mark.slow
 def test_matrix_resume_and_report_refuse_a_damaged_middle_line_and_leave_everything(tmp_path: Path) -> None:
     run = copy_example(tmp_path)
     lines = lines_of(run)
@@ -209,6 +209,7 @@ def test_a_damaged_cell_file_is_an_error_or_a_damaged_cell(tmp_path: Path) -> No
     assert row["cell_status"] == "damaged" and row["n_turn_records"] > 0  # its turns are still reported
 
 
+@pytest.mark.slow
 def test_resume_keeps_a_damaged_cell_file_aside_for_the_sweep_to_rebuild(tmp_path: Path) -> None:
     run = copy_example(tmp_path)
     cell = run / "cells" / f"{TEXT_CELL}.json"

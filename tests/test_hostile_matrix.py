@@ -231,6 +231,7 @@ def test_names_that_would_leave_the_results_directory_or_break_files_are_refused
     assert len(text) < 600  # a 5,000-character name is not echoed whole
 
 
+@pytest.mark.server
 def test_names_at_their_bounds_give_file_safe_ids_within_the_file_name_limit(tmp_path: Path) -> None:
     model, stack = "Org/" + "m" * (MAX_NAME - 4), "s" * MAX_NAME
     text = good("- name: m", f"- name: {model}").replace("tool_config: jinja}", f"tool_config: jinja, id: {stack}}}")
@@ -307,6 +308,7 @@ def test_duplicates_collisions_and_empty_matrices_are_refused(
     refused(write(tmp_path, text), pattern)
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("name", ["cpu", "smoke", "full", "paper", "paper-cpu", "product-cpu", "stream-cpu"])
 def test_a_shipped_matrix_round_trips_through_its_manifest(name: str) -> None:
     matrix, _ = load_matrix(REPO_ROOT / "matrices" / f"{name}.yaml")

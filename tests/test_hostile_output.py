@@ -147,6 +147,7 @@ print(json.dumps([verdict.outcome, verdict.detail, time.perf_counter() - start])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "mode", "detail"),
     [

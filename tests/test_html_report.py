@@ -238,6 +238,7 @@ def test_a_thousand_cell_page_stays_small(tmp_path: Path) -> None:
     assert len(parsed(index).having("td", "cell")) == 1000
 
 
+@pytest.mark.browser
 def test_report_in_browser(tmp_path: Path) -> None:
     """A real chromium opens the committed CPU run's page: no console error, no request beyond the page itself,
     one bar per defined cell and one marker per undefined one; a drill-down page opens clean too."""

@@ -38,6 +38,7 @@ def _main_thread_in(function: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_readiness_wait_leaves_no_process(replay_env: dict[str, str], python_exe: str) -> None:
     # The SGLang replay keeps its port closed for 30 s: we are inside the readiness loop when interrupted. The
     # interrupt is sent once the main thread is observed polling (not after a fixed delay), as a real SIGINT with
@@ -114,6 +115,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+@pytest.mark.slow  # a real llama-server process
 def test_server_dying_during_wait_fails_at_once_with_log_tail(llama_server_binary: str) -> None:
     config = server_config(
         stack="llamacpp",
@@ -134,6 +136,7 @@ def test_server_dying_during_wait_fails_at_once_with_log_tail(llama_server_binar
     assert raised.value.command.startswith(llama_server_binary)
 
 
+@pytest.mark.slow
 def test_sigterm_during_docker_start_leaves_no_container(docker_client, llama_server_binary: str) -> None:
     run = subprocess.Popen(
         [
@@ -165,6 +168,7 @@ def test_sigterm_during_docker_start_leaves_no_container(docker_client, llama_se
     assert docker_client.containers.list(all=True, filters=label) == []
 
 
+@pytest.mark.slow
 def test_an_interrupt_between_create_and_start_leaves_no_container(docker_client, monkeypatch) -> None:
     # SIGTERM can land after the engine created the container and before the SDK returned it: no handle exists
     # then, so the launcher must find the container by its labels. Replayed deterministically: create, then raise.
@@ -185,6 +189,7 @@ def test_an_interrupt_between_create_and_start_leaves_no_container(docker_client
     assert docker_client.containers.list(all=True, filters=label) == []
 
 
+@pytest.mark.slow
 def test_cleanup_removes_what_a_sigkilled_run_left(docker_client, replay_env: dict[str, str]) -> None:
     # A run killed with SIGKILL cannot tear down: its server and PID record stay behind.
     script = (

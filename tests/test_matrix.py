@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +11,7 @@ from orchestrator.runner.cellconfig import cell_config, config_sha256
 from orchestrator.runner.matrix import expand
 from orchestrator.runner.matrixfile import MatrixError, load_matrix
 from orchestrator.serving.registry import REPO_ROOT
+from tests.cliinprocess import orchestrate
 
 GOOD = """\
 name: t
@@ -165,13 +163,7 @@ def test_cli_bad_matrix_fails_before_anything_starts(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(GOOD.replace("stack: vllm,", "stack: nope,"))
     results = tmp_path / "results"
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "matrix", str(path), "--results", str(results)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-        timeout=60,
-    )
+    done = orchestrate("matrix", str(path), "--results", str(results))  # in-process: the guard sees no server
     assert done.returncode == 2
     assert f"{path}:4: field stacks.1" in done.stderr and "unknown stack 'nope'" in done.stderr
     assert not results.exists()  # no run directory, no server

@@ -60,6 +60,7 @@ def load_error(tmp_path: Path, text: str) -> tuple[Path, str]:
 # ---- expansion ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_channels_run_three_samples_each_by_default(tmp_path: Path) -> None:
     matrix = load(tmp_path, CHANNELS)
     assert matrix.sample_count == 3
@@ -78,6 +79,7 @@ def test_channels_run_three_samples_each_by_default(tmp_path: Path) -> None:
     assert all(len(c.seeds) == 12 and c.seeds[0] == ("formation", "f-01") for c in cells)
 
 
+@pytest.mark.server
 def test_samples_and_channels_multiply_across_modes(tmp_path: Path) -> None:
     text = CHANNELS.replace("channels: [model, product]", "channels: [product]\nsamples: 5").replace(
         "modes: [text-tools]", "modes: [native, text-tools]"
@@ -102,6 +104,7 @@ def test_without_channels_one_plain_agent_loop_cell(tmp_path: Path) -> None:
     assert cell_ids(two) == [BASE, f"{BASE}__sample-1"]
 
 
+@pytest.mark.server
 def test_an_ablation_matrix_has_one_product_cell_per_guard_off_and_sample(tmp_path: Path) -> None:
     text = CHANNELS.replace("channels: [model, product]", "channels: [product]\nwithout: [repair, stall]")
     cells = [cell for plan in expand(load(tmp_path, text)) for cell in plan.cells]
@@ -116,6 +119,7 @@ def test_an_ablation_matrix_has_one_product_cell_per_guard_off_and_sample(tmp_pa
     assert {(c.channel, c.without) for c in cells} == {("product", "repair"), ("product", "stall")}
 
 
+@pytest.mark.server
 def test_the_cell_config_records_the_channel_axes_and_the_guards(tmp_path: Path) -> None:
     matrix = load(tmp_path, CHANNELS)
     cells = {(c.channel, c.sample): c for plan in expand(matrix) for c in plan.cells}
@@ -131,6 +135,7 @@ def test_the_cell_config_records_the_channel_axes_and_the_guards(tmp_path: Path)
 # ---- validation ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_the_shipped_product_matrix_validates() -> None:
     matrix, _digest = load_matrix(REPO_ROOT / "matrices" / "product-cpu.yaml")
     assert (matrix.channels, matrix.sample_count) == (["model", "product"], 3)
@@ -143,17 +148,20 @@ def test_a_suite_without_expect_cannot_run_in_the_channels(tmp_path: Path) -> No
     assert "suite 'ops' declares no `expect`" in text and "channels" in text
 
 
+@pytest.mark.server
 def test_a_suite_without_a_submit_tool_needs_the_channels(tmp_path: Path) -> None:
     path, text = load_error(tmp_path, CHANNELS.replace("channels: [model, product]\n", "").replace("gate:", "#"))
     assert text.startswith(f"{path}:"), text
     assert "suite 'formation' has no submit tool" in text and "channels: [model, product]" in text
 
 
+@pytest.mark.server
 def test_without_needs_the_product_channel_alone(tmp_path: Path) -> None:
     _path, text = load_error(tmp_path, CHANNELS.replace("gate:", "without: [dedup]\ngate:"))
     assert "set channels: [product]" in text
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(
     ("old", "new", "field", "line", "message"),
     [
@@ -172,6 +180,7 @@ def test_bad_channel_fields_name_file_field_and_line(
     assert message in text
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(
     ("gate", "problem"),
     [("product.core.answer >= 13/0", "zero denominator"), ("product.core.answers >= 1/2", "answers")],
@@ -192,23 +201,27 @@ def manifest_of(tmp_path: Path, text: str) -> dict:
     return json.loads(store.manifest_path.read_text())
 
 
+@pytest.mark.server
 def test_the_environment_names_the_guards_that_are_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert active_guards({"stall": True}, {GUARDS_ENV: "stall,dedup"}) == {"stall", "dedup"}
     monkeypatch.setenv(GUARDS_ENV, "stall, dedup")
     assert manifest_of(tmp_path, CHANNELS)["guards"] == {"active": ["dedup", "stall"], "env": "stall, dedup"}
 
 
+@pytest.mark.server
 def test_an_empty_environment_switches_every_guard_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(GUARDS_ENV, "")
     assert manifest_of(tmp_path, CHANNELS)["guards"] == {"active": [], "env": ""}
 
 
+@pytest.mark.server
 def test_without_the_environment_the_matrix_switches_decide(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(GUARDS_ENV, raising=False)
     text = CHANNELS.replace("{stall: on, repair: on}", "{stall: off, repair: on}")
     assert manifest_of(tmp_path, text)["guards"] == {"active": sorted(set(GUARDS) - {"stall"}), "env": None}
 
 
+@pytest.mark.server
 def test_an_unknown_guard_in_the_environment_fails_before_the_run_exists(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -218,6 +231,7 @@ def test_an_unknown_guard_in_the_environment_fails_before_the_run_exists(
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
 
 
+@pytest.mark.server
 def test_the_manifest_records_each_scored_case_and_the_core(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(GUARDS_ENV, raising=False)
     manifest = manifest_of(tmp_path, CHANNELS)
@@ -233,6 +247,7 @@ def test_the_manifest_records_each_scored_case_and_the_core(monkeypatch: pytest.
     ]
 
 
+@pytest.mark.server
 def test_a_plain_agent_loop_run_records_no_cases(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(GUARDS_ENV, raising=False)
     text = CHANNELS.replace("{suite: formation}", "{suite: ops, count: 2}")

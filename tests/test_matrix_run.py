@@ -43,6 +43,7 @@ def turn_keys(run: Path) -> list[tuple[str, str, int, int]]:
     return [(r["cell_id"], r["seed"], r["turn"], r["attempt"]) for r in rows]
 
 
+@pytest.mark.browser  # its report page, in Chromium
 def test_smoke_matrix_end_to_end(tmp_path: Path, docker_client, llama_server_binary: str, vllm_python: str) -> None:
     matrix_path = REPO_ROOT / "matrices" / "smoke.yaml"
     matrix, _ = load_matrix(matrix_path)

@@ -77,6 +77,7 @@ def resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
 # -- tools/list ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_lists_all_tools_in_openai_format(client: McpToolServer) -> None:
     tools = client.list_tools()
     assert {tool["function"]["name"] for tool in tools} == TOOL_NAMES
@@ -87,6 +88,7 @@ def test_lists_all_tools_in_openai_format(client: McpToolServer) -> None:
         assert tool["function"]["parameters"]["type"] == "object"
 
 
+@pytest.mark.server
 def test_schemas_carry_enums_nested_objects_and_arrays(client: McpToolServer) -> None:
     schemas = tools_by_name(client.list_tools())
     form = schemas["form_entity"]
@@ -108,6 +110,7 @@ def test_schemas_carry_enums_nested_objects_and_arrays(client: McpToolServer) ->
     assert item["properties"]["shares"]["type"] == "integer"
 
 
+@pytest.mark.server
 def test_the_runner_validator_reads_these_schemas(client: McpToolServer) -> None:
     """core.classify follows the $refs: a nested call validates, a wrong enum value and a bare agent do not."""
     offered = tools_by_name(client.list_tools())
@@ -122,6 +125,7 @@ def test_the_runner_validator_reads_these_schemas(client: McpToolServer) -> None
 # -- tools/call ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("text", ["hello", "northwind", "héllo wörld ✓", ""])
 def test_hash_and_encode_tools(client: McpToolServer, text: str) -> None:
     data = text.encode()
@@ -130,10 +134,12 @@ def test_hash_and_encode_tools(client: McpToolServer, text: str) -> None:
     assert client.call("base64_encode", {"input": text}) == ({"result": base64.b64encode(data).decode()}, False)
 
 
+@pytest.mark.server
 def test_md5_of_hello_is_the_known_digest(client: McpToolServer) -> None:
     assert client.call("md5", {"input": "hello"}) == ({"result": "5d41402abc4b2a76b9719d911017c592"}, False)
 
 
+@pytest.mark.server
 def test_form_entity_id_is_a_pure_function_of_the_arguments(client: McpToolServer) -> None:
     arguments = {"name": "Blue Harbor", "entity_type": "ENTITY_TYPE_LLC", "state": "DE"}
     expected_id = "ent_" + hashlib.sha256(b"Blue Harbor|ENTITY_TYPE_LLC|DE").hexdigest()[:4]
@@ -144,6 +150,7 @@ def test_form_entity_id_is_a_pure_function_of_the_arguments(client: McpToolServe
     assert other["entity_id"] != expected_id
 
 
+@pytest.mark.server
 def test_register_agent_and_add_shareholders(client: McpToolServer) -> None:
     registered = client.call("register_agent", {"entity_id": "ent_7f3a", "agent": {"name": "Jane"}, "address": ADDRESS})
     assert registered == ({"status": "registered", "dry_run": True, "entity_id": "ent_7f3a"}, False)
@@ -152,6 +159,7 @@ def test_register_agent_and_add_shareholders(client: McpToolServer) -> None:
     assert recorded == ({"status": "recorded", "dry_run": True, "count": 2}, False)
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(
     ("entity_id", "status", "reason"),
     [("ent_7f3a", "FILED", None), ("ent_19c2", "PENDING", None), ("ent_5b80", "REJECTED", "name conflict")],
@@ -165,12 +173,14 @@ def test_entity_status_answers_from_the_world(
     assert result.get("reason") == reason
 
 
+@pytest.mark.server
 def test_unknown_entity_is_a_tool_error_naming_it(client: McpToolServer) -> None:
     result, is_error = client.call("entity_status", {"entity_id": "ent_0000"})
     assert is_error is True
     assert isinstance(result, str) and "ent_0000" in result
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(
     ("name", "state", "available"),
     [("Acme Robotics", "DE", False), ("ACME robotics", "DE", False), ("Acme Robotics", "CA", True),
@@ -183,6 +193,7 @@ def test_name_available(client: McpToolServer, name: str, state: str, available:
     )
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(
     ("tool", "arguments", "named"),
     [
@@ -202,6 +213,7 @@ def test_bad_calls_are_tool_errors_and_the_server_stays_usable(
     assert client.call("md5", {"input": "hello"}) == ({"result": "5d41402abc4b2a76b9719d911017c592"}, False)
 
 
+@pytest.mark.server
 def test_log_has_one_line_per_call_with_the_received_arguments(served: tuple[McpToolServer, Path]) -> None:
     client, log = served
     before = log.read_text().splitlines() if log.exists() else []
@@ -217,6 +229,7 @@ def test_log_has_one_line_per_call_with_the_received_arguments(served: tuple[Mcp
     assert all(datetime.fromisoformat(line["at"]).tzinfo is not None for line in lines)
 
 
+@pytest.mark.server
 def test_concurrent_calls_from_four_threads_all_answer(client: McpToolServer) -> None:
     texts = [f"thread-input-{index}" for index in range(24)]
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -224,6 +237,7 @@ def test_concurrent_calls_from_four_threads_all_answer(client: McpToolServer) ->
     assert answers == [({"result": hashlib.sha256(text.encode()).hexdigest()}, False) for text in texts]
 
 
+@pytest.mark.server
 def test_describe(client: McpToolServer) -> None:
     described = client.describe()
     assert described["server"] == "formation" and described["transport"] == client.transport
@@ -235,6 +249,7 @@ def test_describe(client: McpToolServer) -> None:
         assert described["url"] is None
 
 
+@pytest.mark.server
 def test_http_server_listens_on_loopback_only() -> None:
     """The kernel's table of listening sockets shows the server's port bound to 127.0.0.1 and nothing else."""
     with McpToolServer("formation", "http") as client:
@@ -251,6 +266,7 @@ def test_http_server_listens_on_loopback_only() -> None:
 # -- life cycle ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_close_stops_the_process_and_the_thread(transport: str) -> None:
     before = client_threads()
@@ -265,6 +281,7 @@ def test_close_stops_the_process_and_the_thread(transport: str) -> None:
         client.call("md5", {"input": "late"})
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_server_that_cannot_start_leaves_nothing_behind(transport: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(mcpclient.MCP_SERVERS, "broken", "orchestrator.runner.no_such_server_module")
@@ -276,6 +293,7 @@ def test_a_server_that_cannot_start_leaves_nothing_behind(transport: str, monkey
     assert client_threads() == before
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_start_that_times_out_leaves_nothing_behind(transport: str) -> None:
     before = client_threads()
@@ -286,6 +304,7 @@ def test_a_start_that_times_out_leaves_nothing_behind(transport: str) -> None:
     assert client_threads() == before
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_dead_server_is_a_transport_error_not_a_hang(transport: str) -> None:
     before = client_threads()
@@ -307,6 +326,7 @@ def test_unknown_server_and_transport_are_refused() -> None:
         McpToolServer("formation", "sse")  # type: ignore[arg-type]
 
 
+@pytest.mark.server
 def test_list_server_tools_starts_lists_and_stops() -> None:
     before = client_threads()
     tools = list_server_tools("formation")

@@ -43,6 +43,7 @@ def lint(*paths: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(LINT), *map(str, paths)], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_workflow_passes_actionlint() -> None:
     done = lint()  # every file under .github/workflows, as .ci/run runs it
     assert done.returncode == 0, done.stdout + done.stderr
@@ -64,6 +65,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_actionlint_rejects_broken_workflows(tmp_path: Path, name: str) -> None:
     text, kind = BROKEN[name]
@@ -97,6 +99,7 @@ def test_workflow_does_what_the_issue_asks() -> None:
     assert steps["Gate"]["run"].strip().endswith('exit "${STATUS:-2}"')
 
 
+@pytest.mark.slow
 def test_systemd_units_verify(tmp_path: Path) -> None:
     units = sorted(UNITS.iterdir())
     assert [unit.name for unit in units] == ["toolcall-matrix-nightly.service", "toolcall-matrix-nightly.timer"]
@@ -174,6 +177,7 @@ class FakeEngine:
         return FakeImage(self.label)
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(
     ("override", "label", "version"),
     [
@@ -241,6 +245,7 @@ def nightly(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow
 def test_nightly_reuses_a_run_and_finds_the_previous_night(tmp_path: Path) -> None:
     """No matrix: the first night has nothing to compare (exit 0) and becomes `latest`; the next night finds it
     there, diffs (equal runs: exit 0) and takes its place."""
@@ -265,6 +270,7 @@ def rewrite_cell(run: Path, cell_id: str, **fields: object) -> None:
     (run / "turns.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
+@pytest.mark.slow
 def test_nightly_exit_1_is_the_gate_and_names_its_cells(tmp_path: Path) -> None:
     """Reused runs: tonight's copy has the planted all-valid cell back at 0% (every seed), so the gate fails on
     it: exit 1, and the summary names the cell the diff's own record of the gate (`gate_failures`) names."""
@@ -309,6 +315,7 @@ FAILURES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FAILURES))
 def test_nightly_any_failing_step_is_exit_2_with_a_summary_line(tmp_path: Path, name: str) -> None:
     variable, words, said = FAILURES[name]
@@ -324,6 +331,7 @@ def test_nightly_any_failing_step_is_exit_2_with_a_summary_line(tmp_path: Path, 
     assert (results / "latest").resolve() == last.resolve()  # latest stays where it was
 
 
+@pytest.mark.slow
 def test_nightly_a_diff_against_a_corrupt_previous_night_is_exit_2(tmp_path: Path) -> None:
     last, tonight = fixture_copy(tmp_path, "a"), fixture_copy(tmp_path, "b")
     with (last / "turns.jsonl").open("a") as turns:
@@ -336,6 +344,7 @@ def test_nightly_a_diff_against_a_corrupt_previous_night_is_exit_2(tmp_path: Pat
     assert not (results / "latest").exists()
 
 
+@pytest.mark.slow
 def test_nightly_cells_a_lost_worker_left_are_exit_2_not_a_regression(tmp_path: Path) -> None:
     """A run whose Ray node died under a group (cells worker_lost) is the night's infrastructure failing: exit 2
     naming the cells, no diff, latest left where it was."""
@@ -350,6 +359,7 @@ def test_nightly_cells_a_lost_worker_left_are_exit_2_not_a_regression(tmp_path: 
     assert not (tonight / "nightly" / "diff.json").exists() and not (results / "latest").exists()
 
 
+@pytest.mark.slow
 def test_nightly_exit_3_without_power_and_extra_diff_options_extend_the_defaults(tmp_path: Path) -> None:
     """$NIGHTLY_DIFF_ARGS adds to the defaults (--resamples 10000 stays): --alpha 0.001 leaves no compared cell
     able to pass Holm over 3 cells with 8 seeds (3 * 2/256 = 0.023): exit 3, said in the summary."""
@@ -366,6 +376,7 @@ def test_nightly_exit_3_without_power_and_extra_diff_options_extend_the_defaults
     assert (results / "latest").resolve() == tonight.resolve()
 
 
+@pytest.mark.slow
 def test_nightly_refuses_to_compare_a_run_with_itself(tmp_path: Path) -> None:
     run = fixture_copy(tmp_path, "a")
     results = tmp_path / "results"

@@ -43,19 +43,64 @@ def test_not_a_terminal_gives_one_line_per_seed_and_cell_with_running_figures() 
     assert len(lines) == 3  # a turn's progress is not a line of its own
 
 
-def test_a_long_request_gets_heartbeat_lines(monkeypatch) -> None:
+class SteppedClock:
+    """A monotonic clock the test moves by hand: the heartbeat's arithmetic is checked without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def heartbeats(out: io.StringIO) -> list[str]:
+    return [line for line in out.getvalue().splitlines() if "still running" in line]
+
+
+def test_a_long_request_gets_heartbeat_lines() -> None:
+    console, out = plain_console()
+    clock = SteppedClock()
+    period = progress_module.PLAIN_HEARTBEAT_S
+    progress = SweepProgress(console, clock=clock)  # not entered: no ticker thread, the test is the ticker
+    task = progress.add_task("server-a", total=1)
+    progress.update(task, "  cell s1 turn 0 attempt 0")
+    clock.now += period - 0.5
+    progress.heartbeat()
+    assert heartbeats(out) == []  # not yet running a full period
+    clock.now += 0.5
+    progress.heartbeat()
+    [first] = heartbeats(out)
+    assert f"still running ({period:.0f}s): cell s1 turn 0 attempt 0" in first
+    progress.update(task, "  cell s1 turn 0 attempt 0 streaming: 12 events")
+    clock.now += 1
+    progress.heartbeat()
+    assert len(heartbeats(out)) == 1  # a line at most once a period
+    clock.now += period
+    progress.heartbeat()
+    second = heartbeats(out)[1]
+    # the same request: its clock kept running from the first update, the line shows the latest event count
+    assert f"still running ({2 * period + 1:.0f}s): cell s1 turn 0 attempt 0 streaming: 12 events" in second
+    progress.update(task, "  cell s1 turn 1 attempt 0")  # a new request starts its own clock
+    clock.now += period
+    progress.heartbeat()
+    assert f"still running ({period:.0f}s): cell s1 turn 1 attempt 0" in heartbeats(out)[2]
+
+
+def test_the_ticker_thread_prints_the_heartbeat(monkeypatch) -> None:
+    """The entered display's own thread looks every quarter period; the stepped clock says a period has passed, so
+    the line comes at its first look (waited for by polling, not by a fixed sleep that a busy machine outlasts)."""
     monkeypatch.setattr(progress_module, "PLAIN_HEARTBEAT_S", 0.2)
     console, out = plain_console()
-    with SweepProgress(console) as progress:
+    clock = SteppedClock()
+    with SweepProgress(console, clock=clock) as progress:
         task = progress.add_task("server-a", total=1)
         progress.update(task, "  cell s1 turn 0 attempt 0")
-        time.sleep(0.5)
-        progress.update(task, "  cell s1 turn 0 attempt 0 streaming: 12 events")
-        time.sleep(0.35)
-    beats = [line for line in out.getvalue().splitlines() if "still running" in line]
-    assert beats, out.getvalue()
-    assert "cell s1 turn 0 attempt 0" in beats[0]
-    assert any("streaming: 12 events" in line for line in beats)  # the same request: its clock kept running
+        clock.now += 1.0
+        deadline = time.monotonic() + 30
+        while not heartbeats(out) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert heartbeats(out), out.getvalue()
+    assert "still running (1s): cell s1 turn 0 attempt 0" in heartbeats(out)[0]
 
 
 def test_a_terminal_gets_the_live_display() -> None:

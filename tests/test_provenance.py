@@ -86,6 +86,7 @@ def test_a_turn_line_that_is_not_a_record_is_a_clear_error(example: RunStore) ->
         example.read_turns()
 
 
+@pytest.mark.slow
 def test_drift_lists_each_changed_file() -> None:
     now = fingerprint(git_state())
     before = json.loads(json.dumps(now))
@@ -100,6 +101,7 @@ def test_drift_lists_each_changed_file() -> None:
     assert drift(now, now) == []
 
 
+@pytest.mark.slow
 def test_a_resume_with_drift_refuses_unless_allowed_and_records_it(
     example: RunStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,6 +157,7 @@ def test_the_port_is_no_part_of_the_config_identity() -> None:
     assert config_sha256(flagged) != config_sha256(cell)
 
 
+@pytest.mark.slow
 def test_run_outputs_do_not_make_the_tree_dirty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run records the commit and whether the code differed from it; its own results (and other runs'
     beside it) under results/ are outputs, not code. Any other change, tracked or untracked, is dirty."""

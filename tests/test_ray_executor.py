@@ -183,6 +183,7 @@ def single_host(tmp_path_factory: pytest.TempPathFactory, llama_server_binary: s
 
 
 @pytest.mark.integration
+@pytest.mark.ray
 def test_two_nodes_run_the_smoke_groups_with_the_records_of_one_host(
     tmp_path: Path, cluster: LocalRayCluster, single_host: Path
 ) -> None:
@@ -234,6 +235,7 @@ def check_complete_like(run: Path, single_host: Path) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.ray
 def test_a_worker_node_killed_mid_group_is_survived_and_resume_reruns_only_the_missing_seeds(
     tmp_path: Path, cluster: LocalRayCluster, single_host: Path, fault_counts: Any
 ) -> None:
@@ -271,6 +273,7 @@ def test_a_worker_node_killed_mid_group_is_survived_and_resume_reruns_only_the_m
 
 
 @pytest.mark.integration
+@pytest.mark.ray
 def test_a_driver_killed_outright_is_finished_by_resume_with_nothing_duplicated_or_lost(
     tmp_path: Path, cluster: LocalRayCluster, single_host: Path, fault_counts: Any
 ) -> None:
@@ -293,6 +296,7 @@ def test_a_driver_killed_outright_is_finished_by_resume_with_nothing_duplicated_
 
 
 @pytest.mark.integration
+@pytest.mark.ray
 def test_ctrl_c_on_the_driver_stops_every_group_and_leaves_no_server(
     tmp_path: Path, cluster: LocalRayCluster, fault_counts: Any
 ) -> None:
@@ -312,6 +316,7 @@ def test_ctrl_c_on_the_driver_stops_every_group_and_leaves_no_server(
     fault_counts(f"Ctrl-C: driver stopped in {stopped_s:.1f}s, cells {sorted(statuses)}, no server left")
 
 
+@pytest.mark.slow
 def test_only_the_executor_imports_ray() -> None:
     """Ray is an optional extra: no module but runner/rayexecutor.py imports it (checked in the source), and
     a local run's code path leaves it unimported (checked in a fresh interpreter)."""
@@ -356,6 +361,7 @@ def plan_of(text: str, tmp_path: Path) -> Any:
     return matrix, expand(matrix)
 
 
+@pytest.mark.ray
 def test_a_group_asks_for_its_stacks_gpus_and_the_custom_resources_of_stack_and_models(tmp_path: Path) -> None:
     require_ray()
     from orchestrator.runner.rayexecutor import fits_somewhere, group_resources
@@ -468,6 +474,7 @@ def test_the_driver_applies_a_groups_events_and_refuses_files_outside_the_run(tm
 
 
 @pytest.mark.integration
+@pytest.mark.ray
 def test_a_group_no_node_can_hold_is_marked_at_once_naming_what_it_asked_for(
     tmp_path: Path, cluster: LocalRayCluster
 ) -> None:

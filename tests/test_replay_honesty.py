@@ -67,6 +67,7 @@ def v1_error(status: int, message: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------------- Ollama
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(
     ("path", "model", "tools", "status", "expected"),
     [
@@ -88,12 +89,14 @@ def test_ollama_error_bodies_equal_the_real_ones(
     assert post(ollama, path, body) == (status, expected)
 
 
+@pytest.mark.server
 def test_ollama_show_names_an_unknown_model_with_its_tag(ollama: str) -> None:
     # server/routes.go ShowHandler: req.Model = name.DisplayShortest() before the lookup, so the tag is added.
     assert post(ollama, "/api/show", {"model": "nosuch"}) == (404, b.ollama_not_found("nosuch:latest"))
     assert post(ollama, "/api/show", {"model": "nosuch:7b"}) == (404, b.ollama_not_found("nosuch:7b"))
 
 
+@pytest.mark.server
 def test_ollama_empty_messages(ollama: str) -> None:
     # middleware/openai.go ChatMiddleware refuses before any model lookup...
     status, body = post(ollama, "/v1/chat/completions", {"model": "phi3", "messages": [], "tools": b.TOOLS})
@@ -114,6 +117,7 @@ def test_ollama_empty_messages(ollama: str) -> None:
     }
 
 
+@pytest.mark.server
 def test_ollama_native_call_has_the_real_shape(ollama: str) -> None:
     status, body = post(
         ollama, "/api/chat", {"model": "llama3.2", "messages": MESSAGES, "tools": b.TOOLS, "stream": False}
@@ -129,6 +133,7 @@ def test_ollama_native_call_has_the_real_shape(ollama: str) -> None:
     assert isinstance(body["prompt_eval_count"], int) and isinstance(body["eval_count"], int)
 
 
+@pytest.mark.server
 def test_ollama_v1_call_has_the_real_shape(ollama: str) -> None:
     request = {"model": "llama3.2", "messages": MESSAGES, "tools": b.TOOLS}
     status, body = post(ollama, "/v1/chat/completions", request)
@@ -150,6 +155,7 @@ def sse_data(text: str) -> list[Any]:
     return [e[6:] if e == "data: [DONE]" else json.loads(e[6:]) for e in events[:-1]]
 
 
+@pytest.mark.server
 def test_ollama_streams_ndjson_by_default(ollama: str) -> None:
     # server/routes.go writeChatResponse streams unless "stream" is false; streamResponse writes one
     # json.Marshal(api.ChatResponse) + "\n" per piece, chunked, and ends with the done line.
@@ -165,6 +171,7 @@ def test_ollama_streams_ndjson_by_default(ollama: str) -> None:
     assert all(line["model"] == "llama3.2" for line in lines)  # ChatHandler: Model is req.Model, as sent
 
 
+@pytest.mark.server
 def test_ollama_streamed_call_arrives_whole(ollama: str) -> None:
     request = {"model": "llama3.2", "messages": MESSAGES, "tools": b.TOOLS}
     lines = [json.loads(line) for line in httpx.post(ollama + "/api/chat", json=request, timeout=10).text.splitlines()]
@@ -174,6 +181,7 @@ def test_ollama_streamed_call_arrives_whole(ollama: str) -> None:
     assert call["function"] == {"index": 0, "name": "pod_status", "arguments": {"name": "api-1"}}
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(("tools", "finish"), [(True, "tool_calls"), (False, "stop")])
 def test_ollama_v1_stream_is_sse(ollama: str, tools: bool, finish: str) -> None:
     # middleware/openai.go ChatWriter.writeResponse: a chunk per native line, the done chunk, usage, [DONE].
@@ -197,11 +205,13 @@ def test_ollama_v1_stream_is_sse(ollama: str, tools: bool, finish: str) -> None:
 # ------------------------------------------------------------------------------------------------------- SGLang
 
 
+@pytest.mark.server
 def test_sglang_required_without_tools_is_the_real_body(sglang: str) -> None:
     request = {"model": "qwen2.5-coder-0.5b", "messages": MESSAGES, "tool_choice": "required"}
     assert post(sglang, "/v1/chat/completions", request) == (400, b.SGLANG_EMPTY_TOOLS)
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(
     ("request_fields", "message"),
     [
@@ -227,6 +237,7 @@ def test_sglang_400s_use_the_flat_envelope(sglang: str, request_fields: dict[str
     assert (status, body) == (400, {**b.SGLANG_EMPTY_TOOLS, "message": message})
 
 
+@pytest.mark.server
 def test_sglang_stream_is_sse(sglang: str) -> None:
     # serving_chat.py _generate_chat_stream: role chunk, content chunks (msgspec: reasoning_content always
     # there), the finish chunk (matched_stop), the usage chunk with empty choices, [DONE].
@@ -253,6 +264,7 @@ def test_sglang_stream_is_sse(sglang: str) -> None:
     }
 
 
+@pytest.mark.server
 def test_sglang_unparsed_call_is_plain_content(sglang: str) -> None:
     request = {"model": "qwen2.5-coder-0.5b", "messages": MESSAGES, "tools": b.TOOLS}
     status, body = post(sglang, "/v1/chat/completions", request)

@@ -13,6 +13,8 @@ from orchestrator.serving.probe import probe
 from tests import bodies as b
 from tests.conftest import REPLAY_DIR
 
+pytestmark = pytest.mark.server
+
 
 def ollama_config(model: str):
     return server_config(

@@ -3,6 +3,8 @@ id, the sample index and the retry attempt, and the turn record says which."""
 
 from __future__ import annotations
 
+import pytest
+
 from orchestrator.core.sampling import sampling_seed
 from orchestrator.core.types import TurnRecord
 from orchestrator.runner.agent import run_seed
@@ -31,6 +33,7 @@ def test_seeds_of_one_run_sample_differently_and_reproducibly() -> None:
     assert all(0 <= value < 2**31 for value in derived)
 
 
+@pytest.mark.server
 def test_each_request_carries_its_seeds_sampling_seed_and_records_it() -> None:
     first, records = sent_seeds("ops-00", [PROSE])
     second, _ = sent_seeds("ops-01", [PROSE])
@@ -39,6 +42,7 @@ def test_each_request_carries_its_seeds_sampling_seed_and_records_it() -> None:
     assert records[0].sampling_seed == first[0]
 
 
+@pytest.mark.server
 def test_a_retry_and_a_repeated_sample_get_their_own_seeds() -> None:
     failing = Reply(500, {"error": {"code": 500, "message": "slot unavailable", "type": "server_error"}})
     sent, records = sent_seeds("ops-00", [failing, PROSE], max_attempts=2)

@@ -34,6 +34,7 @@ from orchestrator.runner import storedamage
 from orchestrator.runner.store import RunStore, counted_turns
 from orchestrator.runner.storedamage import LineError, turn_record, view_record
 from orchestrator.runner.turnview import OFFSET_KEY, VIEW_FIELDS, FirstTurnFields
+from tests.cliinprocess import orchestrate
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (REPO / "results" / "examples").iterdir() if (p / "turns.jsonl").is_file())
@@ -426,13 +427,10 @@ def test_a_resume_keeps_a_torn_fragment_once(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("option", [["--rng-seed", "-1"], ["--resamples", "1000000000000"], ["--resamples", "0"]])
 def test_stats_refuses_bootstrap_options_out_of_range(option: list[str], tmp_path: Path) -> None:
-    import subprocess
-
     path = tmp_path / "turns.jsonl"
     path.write_text(json.dumps({"stack": "vllm", "model": "m", "tools_mode": "native", "seed": 1, "turn": 0,
                                 "outcome": "valid_call"}) + "\n")  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "orchestrator", "stats", *option, str(path)],
-                          capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
+    done = orchestrate("stats", *option, str(path), cwd=REPO)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert option[0] in done.stderr
 
@@ -532,19 +530,17 @@ def test_every_field_the_report_reads_is_in_the_view(tmp_path: Path, monkeypatch
 
 
 def test_report_on_a_manifest_with_a_huge_bootstrap_is_one_error(tmp_path: Path) -> None:
-    import subprocess
-
     run = tmp_path / EXAMPLES[0].name
     shutil.copytree(EXAMPLES[0], run)
     manifest = json.loads((run / "manifest.json").read_text())
     manifest["matrix"]["bootstrap"] = {"resamples": 10**12, "rng_seed": -1}
     (run / "manifest.json").write_text(json.dumps(manifest))
-    done = subprocess.run([sys.executable, "-m", "orchestrator", "report", str(run)], capture_output=True,
-                          text=True, timeout=120, cwd=REPO)  # fmt: skip
+    done = orchestrate("report", str(run), cwd=REPO)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "resamples" in done.stderr
 
 
+@pytest.mark.slow  # stdin as a real pipe needs a real process
 def test_stats_reads_a_pipe_as_it_reads_a_file() -> None:
     """A pipe has no position (`tell` fails on it): the chunked reader counts offsets from its start instead."""
     import subprocess

@@ -86,6 +86,7 @@ def test_compose_files_match_the_stack_definitions() -> None:
     assert all(port.startswith("127.0.0.1:") for s in rendered.values() for port in s["ports"])
 
 
+@pytest.mark.slow
 def test_pure_core_imports_no_docker_or_http() -> None:
     code = (
         "import sys\n"
@@ -149,6 +150,7 @@ def test_llamacpp_records_its_own_sampler_defaults() -> None:
     assert ("/props", "default_generation_settings") in probes
 
 
+@pytest.mark.server
 def test_docker_gpu_launch_requests_the_stacks_gpu_count(monkeypatch: pytest.MonkeyPatch) -> None:
     import docker
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 
 from orchestrator.core.types import Outcome, SeedEnd, ToolsMode, TurnRecord
 from orchestrator.runner.agent import SeedContext, run_seed
@@ -16,6 +17,8 @@ from orchestrator.serving.registry import load_stack
 from orchestrator.serving.streaming import StreamTimeouts
 from tests.replay import streamshapes as shapes
 from tests.seedcontexts import seed_context
+
+pytestmark = pytest.mark.server
 
 GAP_S = 1.0
 

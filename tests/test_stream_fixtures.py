@@ -53,6 +53,7 @@ def test_fixture_is_well_formed(name: str) -> None:
         assert not s.terminated(f["body"], f["api"])
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("name", NAMES)
 def test_replay_serves_the_fixture_body(name: str) -> None:
     shape = s.fixture_shape(name)

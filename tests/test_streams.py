@@ -5,8 +5,6 @@ and vLLM CPU under captured/), each labelled the same live, by `orchestrate clas
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from orchestrator.core.types import Outcome
 from orchestrator.runner.streamstore import StreamStore, read_streams
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.streaming import parse_stream_text
+from tests.cliinprocess import orchestrate
 
 DATA = Path(__file__).parent / "data" / "streams"
 FIXTURES = sorted(DATA.rglob("*.json"))
@@ -272,8 +271,7 @@ def test_classify_cli_reads_streams_and_never_tracebacks(tmp_path: Path) -> None
     ]
     path = tmp_path / "exchanges.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    done = subprocess.run([sys.executable, "-m", "orchestrator", "classify", str(path)], capture_output=True,
-                          text=True, timeout=120)
+    done = orchestrate("classify", str(path))
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     out = [json.loads(line) for line in done.stdout.splitlines()]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import httpx
@@ -18,19 +19,24 @@ from tests.replay import streamshapes as s
 TIMEOUT = httpx.Timeout(10.0, read=5.0)
 
 
-def stream_bytes(url: str, path: str = "/v1/chat/completions", timeout: httpx.Timeout = TIMEOUT):
-    """(response, bytes received, the exception that ended the iteration or None)."""
+def stream_bytes(url: str, path: str = "/v1/chat/completions", timeout: httpx.Timeout = TIMEOUT,
+                 on_bytes: Callable[[bytes], None] | None = None):
+    """(response, bytes received, the exception that ended the iteration or None); `on_bytes` sees what has
+    arrived so far after each chunk."""
     got = bytearray()
     request = {"stream": True, "messages": []}
     with httpx.Client(timeout=timeout) as client, client.stream("POST", url + path, json=request) as response:
         try:
             for chunk in response.iter_bytes():
                 got += chunk
+                if on_bytes is not None:
+                    on_bytes(bytes(got))
         except httpx.TransportError as exc:
             return response, bytes(got), exc
     return response, bytes(got), None
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("name", sorted(s.SHAPES))
 def test_every_shape_arrives_byte_for_byte(name: str) -> None:
     shape = s.SHAPES[name]()
@@ -45,6 +51,7 @@ def test_every_shape_arrives_byte_for_byte(name: str) -> None:
     assert (type(error) if error else None) is expected
 
 
+@pytest.mark.server
 def test_finish_ends_cleanly_and_requests_are_recorded() -> None:
     replay = s.StreamReplay(s.ollama_text())
     url = replay.start()
@@ -64,6 +71,7 @@ def test_finish_ends_cleanly_and_requests_are_recorded() -> None:
     assert url.startswith("http://127.0.0.1:")
 
 
+@pytest.mark.server
 def test_cut_with_chunked_framing_raises_after_the_scripted_bytes() -> None:
     shape = s.vllm_cut_in_arguments()
     with s.StreamReplay(shape) as url:
@@ -72,6 +80,7 @@ def test_cut_with_chunked_framing_raises_after_the_scripted_bytes() -> None:
     assert got == shape.script.body and b"[DONE]" not in got
 
 
+@pytest.mark.server
 def test_cut_with_close_framing_just_ends() -> None:
     # A body delimited by the close (no length, no chunking): the cut looks like an end; only the missing
     # terminator says otherwise.
@@ -84,6 +93,7 @@ def test_cut_with_close_framing_just_ends() -> None:
     assert not s.terminated(got.decode(), "openai")
 
 
+@pytest.mark.server
 def test_reset_is_a_transport_error() -> None:
     with s.StreamReplay(s.vllm_text().ending("reset")) as url:
         _response, got, error = stream_bytes(url)
@@ -91,6 +101,7 @@ def test_reset_is_a_transport_error() -> None:
     assert s.vllm_text().script.body.startswith(got)
 
 
+@pytest.mark.server
 def test_hang_keeps_the_socket_open_until_the_read_timeout() -> None:
     shape = s.stall_after(s.llamacpp_tool_call(), 2)
     with s.StreamReplay(shape) as url:
@@ -101,16 +112,23 @@ def test_hang_keeps_the_socket_open_until_the_read_timeout() -> None:
     assert got == shape.script.body and waited < 8
 
 
+@pytest.mark.server
 def test_stop_ends_a_stalled_stream() -> None:
     replay = s.StreamReplay(s.vllm_stall())
     url = replay.start()
+    before_the_stall = s.vllm_stall().script.body
+    stalled = threading.Event()  # the client holds every byte sent before the stall: only then is stop() tested
+
+    def arrived(got: bytes) -> None:
+        if got == before_the_stall:
+            stalled.set()
+
     outcome: list[object] = []
-    client = threading.Thread(target=lambda: outcome.append(stream_bytes(url, timeout=httpx.Timeout(30.0))))
+    client = threading.Thread(
+        target=lambda: outcome.append(stream_bytes(url, timeout=httpx.Timeout(30.0), on_bytes=arrived))
+    )
     client.start()
-    deadline = time.monotonic() + 5
-    while not replay.requests and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.2)
+    assert stalled.wait(20), "the stream's bytes before the stall never arrived"
     replay.stop(timeout_s=5)
     client.join(10)
     assert not client.is_alive()
@@ -119,6 +137,7 @@ def test_stop_ends_a_stalled_stream() -> None:
     assert isinstance(error, httpx.RemoteProtocolError)  # closed without the chunked terminator
 
 
+@pytest.mark.server
 def test_json_error_before_any_stream() -> None:
     body = {"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}}
     with s.StreamReplay(s.json_error(500, body)) as url:
@@ -128,6 +147,7 @@ def test_json_error_before_any_stream() -> None:
     assert response.headers["content-length"] == str(len(json.dumps(body)))
 
 
+@pytest.mark.server
 def test_delays_and_transformations_keep_the_bytes() -> None:
     shape = s.with_crlf(s.with_comments(s.sglang_text(), ": ping\n\n"))
     delayed = replace(shape.script, pieces=tuple(replace(p, delay_s=0.01) for p in shape.script.pieces))

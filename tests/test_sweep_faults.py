@@ -11,9 +11,12 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from orchestrator.runner.store import counted_turns
 from tests.conftest import REPLAY_DIR
+
+pytestmark = pytest.mark.server
 
 ENV = {**os.environ, "COLUMNS": "250"}
 

@@ -3,15 +3,13 @@ fits the terminal unsqueezed, else one line per cell; always the path of index.h
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests.cliinprocess import orchestrate
 from tests.conftest import committed_runs
 
 CPU = next(run for run in committed_runs() if run.name == "20261203T131653Z-cpu-87d008")  # 32 cells
@@ -22,10 +20,7 @@ BORDERS = set("┏┃┡│└━")
 def report(source: Path, tmp_path: Path, columns: int) -> tuple[Path, list[str]]:
     run = tmp_path / source.name
     shutil.copytree(source, run, ignore=shutil.ignore_patterns("report"))
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "report", str(run)],
-        capture_output=True, text=True, env={**os.environ, "COLUMNS": str(columns)}, timeout=300,
-    )  # fmt: skip
+    done = orchestrate("report", str(run), env={"COLUMNS": str(columns)})
     assert done.returncode == 0, done.stderr
     return run, done.stdout.splitlines()
 

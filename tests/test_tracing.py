@@ -101,6 +101,7 @@ print(json.dumps({"enabled": tracing.enabled(), "launch": launch, "same_loop": w
 """
 
 
+@pytest.mark.slow
 def test_without_an_endpoint_nothing_is_installed_and_no_opentelemetry_module_is_imported() -> None:
     env = {k: v for k, v in os.environ.items() if k not in OTEL_VARS}
     done = subprocess.run([sys.executable, "-c", OFF_PROBE], capture_output=True, text=True, env=env, timeout=120)
@@ -204,6 +205,7 @@ class Collector(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.server
 def test_with_an_endpoint_spans_are_posted_over_otlp_http(monkeypatch: pytest.MonkeyPatch, no_endpoint: None) -> None:
     Collector.posts = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)

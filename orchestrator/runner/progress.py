@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -41,8 +42,11 @@ class CellTally:
 class SweepProgress:
     """The sweep's display; `plain` when the console is not a terminal."""
 
-    def __init__(self, console: Console, *, plain: bool | None = None) -> None:
+    def __init__(
+        self, console: Console, *, plain: bool | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.console = console
+        self.clock = clock  # injectable so a test can step the heartbeat's time instead of sleeping through it
         self.plain = (not console.is_terminal) if plain is None else plain
         self.tallies: dict[str, CellTally] = {}
         self.lock = threading.Lock()
@@ -50,9 +54,11 @@ class SweepProgress:
         self.waiting: tuple[str, float] | None = None  # plain: what is running, since when
         self.stop = threading.Event()
         self.ticker: threading.Thread | None = None
+        self.last_heartbeat = clock()  # plain: when the ticker started or last printed a heartbeat line
 
     def __enter__(self) -> SweepProgress:
         if self.plain:
+            self.last_heartbeat = self.clock()
             self.ticker = threading.Thread(target=self._tick, daemon=True, name="progress-heartbeat")
             self.ticker.start()
         else:
@@ -89,7 +95,7 @@ class SweepProgress:
             return
         with self.lock:
             same_request = self.waiting is not None and _request_of(self.waiting[0]) == _request_of(description)
-            self.waiting = (description, self.waiting[1] if same_request and self.waiting else time.monotonic())
+            self.waiting = (description, self.waiting[1] if same_request and self.waiting else self.clock())
 
     def advance(self, task: Any) -> None:
         if self.live is not None:
@@ -122,14 +128,17 @@ class SweepProgress:
     def _tick(self) -> None:
         """Plain: every PLAIN_HEARTBEAT_S, a line for a request that has been running that long (a silent
         generation, or a long stream: its latest event count)."""
-        last_line = time.monotonic()
         while not self.stop.wait(PLAIN_HEARTBEAT_S / 4):
-            with self.lock:
-                waiting = self.waiting
-            now = time.monotonic()
-            if waiting and now - waiting[1] >= PLAIN_HEARTBEAT_S and now - last_line >= PLAIN_HEARTBEAT_S:
-                self.line(f"{time.strftime('%H:%M:%S')} still running ({now - waiting[1]:.0f}s): {waiting[0].strip()}")
-                last_line = now
+            self.heartbeat()
+
+    def heartbeat(self) -> None:
+        """One look by the ticker: a line when the request has run PLAIN_HEARTBEAT_S and no line came that recently."""
+        with self.lock:
+            waiting = self.waiting
+        now = self.clock()
+        if waiting and now - waiting[1] >= PLAIN_HEARTBEAT_S and now - self.last_heartbeat >= PLAIN_HEARTBEAT_S:
+            self.line(f"{time.strftime('%H:%M:%S')} still running ({now - waiting[1]:.0f}s): {waiting[0].strip()}")
+            self.last_heartbeat = now
 
 
 def _request_of(description: str) -> str:
