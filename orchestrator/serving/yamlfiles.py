@@ -42,7 +42,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self.nodes = 0
         self.aliases = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         mark = self.peek_event().start_mark
         self.nodes += 1
         if self.check_event(yaml.AliasEvent):
