@@ -26,8 +26,8 @@ from orchestrator.runner.matrixchecks import check_cell_ids
 from orchestrator.runner.matrixentries import MAX_NAME
 from orchestrator.runner.matrixfile import MatrixError, load_matrix
 from orchestrator.runner.progress import SweepProgress
-from orchestrator.runner.safeyaml import MAX_BYTES, MAX_DEPTH
 from orchestrator.serving.registry import REPO_ROOT
+from orchestrator.serving.yamlfiles import MAX_BYTES, MAX_DEPTH
 from tests.test_matrix import GOOD
 from tests.test_matrix_channels import CHANNELS
 

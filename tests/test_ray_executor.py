@@ -333,15 +333,17 @@ def test_only_the_executor_imports_ray() -> None:
     code = (
         "import sys\n"
         "import orchestrator.cli\n"
-        "from orchestrator.cli.execution import check_executor, execute\n"
+        "from orchestrator.cli.execution import check_executor\n"
         "from orchestrator.runner import sweep, groupsweep, runs\n"
+        "from orchestrator.runner.dispatch import ExecutorChoice, connect, record_executor\n"
         "class Store:\n    data = {}\n    def manifest(self): return self.data\n"
         "    def update_manifest(self, **kw): self.data.update(kw)\n"
-        "class Stub:\n    store = Store()\n    def run(self): return 7\n"
         "chosen = check_executor(None, None, type('M', (), {'executor': 'local'})(), None)\n"
-        "assert chosen == ('local', None)\n"
-        "assert execute(Stub(), *chosen, resumed=False) == 7\n"
-        "assert Stub.store.data == {'executor': {'kind': 'local', 'address': None}}\n"
+        "assert chosen == ExecutorChoice('local', None)\n"
+        "connect(chosen)\n"
+        "store = Store()\n"
+        "record_executor(store, chosen, resumed=False)\n"
+        "assert store.data == {'executor': {'kind': 'local', 'address': None}}\n"
         "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
@@ -509,12 +511,14 @@ def test_a_resume_runs_on_the_executor_the_run_last_recorded() -> None:
     import typer
 
     from orchestrator.cli.execution import check_executor
+    from orchestrator.runner.dispatch import ExecutorChoice
 
+    local = ExecutorChoice("local", None)
     ray_matrix, local_matrix = SimpleNamespace(executor="ray"), SimpleNamespace(executor="local")
     ray_run = {"executor": {"kind": "ray", "address": "10.0.0.1:6379"}}
-    assert check_executor("local", None, ray_matrix, ray_run) == ("local", None)  # given: it wins
-    assert check_executor(None, None, local_matrix, {"executor": {"kind": "local"}}) == ("local", None)
-    assert check_executor(None, None, local_matrix, {}) == ("local", None)  # nothing recorded: the matrix's
+    assert check_executor("local", None, ray_matrix, ray_run) == local  # given: it wins
+    assert check_executor(None, None, local_matrix, {"executor": {"kind": "local"}}) == local
+    assert check_executor(None, None, local_matrix, {}) == local  # nothing recorded: the matrix's
     for bad in (("slurm", None), ("local", "10.0.0.1:6379")):
         with pytest.raises(typer.Exit):
             check_executor(*bad, local_matrix, None)

@@ -165,6 +165,7 @@ def test_the_check_catches_a_new_lookup_by_its_shape(tmp_path: Path, source: str
 SMOKE = REPO_ROOT / "matrices" / "cpu.yaml"
 
 
+@pytest.mark.slow  # start_run asks git for the checkout's state (provenance)
 def test_an_edit_to_a_suite_after_resolution_changes_nothing_the_run_records(tmp_path: Path) -> None:
     """A run resolves its suites at the start; editing seeds/ mid-run changes neither what later cells record nor
     the run's snapshot. (The checkout's suite is edited in a copy of the seeds directory, not in place.)"""

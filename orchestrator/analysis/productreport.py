@@ -3,6 +3,7 @@ recorded them (manifest `cases`), the side-by-side model/product table, the gate
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +176,13 @@ def ablation_report(parent: RunStore, ablation: RunStore) -> tuple[list[Ablation
         counted_turns(parent.read_turns()), counted_turns(ablation.read_turns()), expectations, settings
     )
     return rows, render_ablation_markdown(rows)
+
+
+def write_ablation_report(parent: RunStore, ablation: RunStore) -> tuple[list[AblationRow], str, Path]:
+    """The ablation's report files (ablation.md and ABLATION_FILE under its report/), from both runs' records."""
+    rows, markdown = ablation_report(parent, ablation)
+    out = ablation.dir / "report"
+    out.mkdir(exist_ok=True)
+    (out / "ablation.md").write_text(markdown + "\n")
+    (out / ABLATION_FILE).write_text(json.dumps([row.as_json() for row in rows], indent=2) + "\n")
+    return rows, markdown, out

@@ -280,11 +280,11 @@ def matrix_command(
     ] = None,
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
-    from orchestrator.cli.execution import check_executor, execute, reopen
+    from orchestrator.cli.execution import check_executor, reopen
+    from orchestrator.runner.dispatch import run_sweep
     from orchestrator.runner.guards import GuardConfigError
     from orchestrator.runner.mcperror import McpError
-    from orchestrator.runner.runs import finish_run, recorded_guards, start_run
-    from orchestrator.runner.sweep import Sweep
+    from orchestrator.runner.runs import recorded_guards, start_run
     from orchestrator.runner.tasks import SuiteError
     from orchestrator.serving.launchers import install_termination_handler
 
@@ -302,14 +302,11 @@ def matrix_command(
         fail("give a matrix file, or --resume RUN_DIR")
     console.print(f"run {escape(store.run_id)} -> {escape(str(store.dir))}", highlight=False)
     started = time.monotonic()
+    guards = recorded_guards(store) if resume is not None else None  # a resume keeps the run's guard set
     try:
-        guards = recorded_guards(store) if resume is not None else None  # a resume keeps the run's guard set
-        executed = execute(Sweep(matrix, store, console, guards=guards), *chosen, resumed=resume is not None)
+        executed = run_sweep(matrix, store, console, resumed=resume is not None, guards=guards, executor=chosen)
     except (McpError, SuiteError) as exc:  # SuiteError: the MCP server's tools, listed as the run starts
         fail(f"{exc}\nnothing recorded is lost: `orchestrate matrix --resume {store.dir}` once the tool server starts")
-    finally:
-        store.close()
-    finish_run(store, wall_s=round(time.monotonic() - started, 1), resumed=resume is not None)
     console.print(f"{executed} seed run(s) executed in {time.monotonic() - started:.0f}s", highlight=False)
     _print_wide(store.dir)
 

@@ -1,7 +1,7 @@
-"""How `orchestrate matrix` opens a run to resume, and which executor runs its server groups: `local` (one
-after another in this process) or `ray` (spread over a Ray cluster by runner/rayexecutor.py, the only module
-that imports Ray). Both are checked before a run directory is made or a resume touches one; the executor used
-is recorded in the manifest (a resume: in its entry)."""
+"""How `orchestrate matrix` opens a run to resume, and which executor it asks for: `local` (one group after
+another in this process) or `ray` (spread over a Ray cluster). Both are checked before a run directory is made
+or a resume touches one; running the sweep is runner/dispatch.py's (`run_sweep`), which records the executor
+in the manifest (a resume: in its entry)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.cli import fail
-
-EXECUTORS = ("local", "ray")
+from orchestrator.runner.dispatch import EXECUTORS, ExecutorChoice, connect
 
 
 def recorded_executor(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -36,7 +35,7 @@ def check_tracing() -> None:
 
 def check_executor(
     executor: str | None, address: str | None, matrix: Any, manifest: dict[str, Any] | None
-) -> tuple[str, str | None]:
+) -> ExecutorChoice:
     """The executor and address to use (given, else the run's recorded ones on a resume, else the matrix's),
     checked usable here, Ray's cluster joined, or one clear error (exit 2): before a run directory exists. Traces
     an OTLP endpoint asks for are checked here too (the `otel` extra installed)."""
@@ -48,33 +47,16 @@ def check_executor(
     if chosen == "local" and address:
         fail("--address is for --executor ray")
     if chosen == "local":
-        return chosen, None
+        return ExecutorChoice()
     address = address or (recorded.get("address") if not executor or executor == recorded.get("kind") else None)
+    choice = ExecutorChoice(chosen, address)
     try:
-        from orchestrator.runner.rayexecutor import connect  # Ray imported here and only here
+        connect(choice)
     except ImportError as exc:
         fail(f"the Ray executor needs Ray: pip install -e '.[ray]' ({exc})")
-    try:
-        connect(address)
     except Exception as exc:  # an unreachable cluster: said before anything is made
         fail(f"cannot join the Ray cluster at {address or 'RAY_ADDRESS / the local default'}: {exc}")
-    return chosen, address
-
-
-def execute(sweep: Any, executor: str, address: str | None, *, resumed: bool) -> int:
-    """Record the executor in the run's manifest, then run the sweep here or its groups on the cluster."""
-    entry = {"kind": executor, "address": address}
-    store = sweep.store
-    if resumed and store.manifest().get("resumes"):
-        resumes = store.manifest()["resumes"]
-        store.update_manifest(resumes=[*resumes[:-1], {**resumes[-1], "executor": entry}])
-    else:
-        store.update_manifest(executor=entry)
-    if executor == "local":
-        return int(sweep.run())
-    from orchestrator.runner.rayexecutor import RayExecutor
-
-    return RayExecutor(sweep, address).run()
+    return choice
 
 
 def reopen(resume: Path, allow_drift: bool, check: Callable[[Any, dict[str, Any]], Any]) -> tuple[Any, Any, Any]:

@@ -4,7 +4,6 @@ and what each product guard earned."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -72,14 +71,13 @@ def ablate_command(
     """Rerun the product channel with each guard off (same cases, samples, sampling seeds, stack configs; the
     servers started once) into RUN_DIR/<run_id>-ablation/, resumable; report each guard's paired change and
     its interval."""
-    from orchestrator.analysis.productreport import ABLATION_FILE, ablation_report
+    from orchestrator.analysis.productreport import write_ablation_report
     from orchestrator.cli.execution import check_tracing
     from orchestrator.runner.ablation import AblationError, config_matches, open_ablation
+    from orchestrator.runner.dispatch import run_sweep
     from orchestrator.runner.mcperror import McpError
     from orchestrator.runner.rundir import open_run
-    from orchestrator.runner.runs import finish_run
     from orchestrator.runner.store import StoreError
-    from orchestrator.runner.sweep import Sweep
     from orchestrator.runner.tasks import SuiteError
     from orchestrator.serving.launchers import install_termination_handler
 
@@ -91,23 +89,15 @@ def ablate_command(
     except (AblationError, StoreError, SuiteError) as exc:
         fail(str(exc))
     resumed = bool(store.manifest().get("resumes"))
-    started = time.monotonic()
     output = console if not as_json else type(console)(stderr=True)
     try:
-        executed = Sweep(matrix, store, output, guards=active).run()
+        executed = run_sweep(matrix, store, output, resumed=resumed, guards=active)
     except (McpError, SuiteError) as exc:  # SuiteError: the MCP server's tools, listed as the run starts
         fail(f"{exc}\nnothing recorded is lost: run `orchestrate ablate {run_dir}` again to resume")
-    finally:
-        store.close()
-    finish_run(store, wall_s=round(time.monotonic() - started, 1), resumed=resumed)
     parent = open_run(run_dir)  # the recorded run the ablation is compared with: its manifest read once
     mismatched = config_matches(parent, store)
     store.update_manifest(config_mismatch=mismatched)
-    rows, markdown = ablation_report(parent, store)
-    out = store.dir / "report"
-    out.mkdir(exist_ok=True)
-    (out / "ablation.md").write_text(markdown + "\n")
-    (out / ABLATION_FILE).write_text(json.dumps([row.as_json() for row in rows], indent=2) + "\n")
+    rows, markdown, out = write_ablation_report(parent, store)
     if as_json:
         for row in rows:
             typer.echo(json.dumps(row.as_json()))

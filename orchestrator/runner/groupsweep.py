@@ -33,12 +33,13 @@ from orchestrator.core.cell import slug
 from orchestrator.core.types import CellStatus, TurnRecord
 from orchestrator.runner import tracing
 from orchestrator.runner.cellconfig import cell_config
+from orchestrator.runner.cellledger import Seed
 from orchestrator.runner.matrix import Matrix, ServerPlan
 from orchestrator.runner.progress import SweepProgress
 from orchestrator.runner.serverlog import SERVERS_FILE
 from orchestrator.runner.store import RunStore, now, write_json_atomic
 from orchestrator.runner.streamstore import STREAMS_DIR, StreamStore
-from orchestrator.runner.sweep import Seed, Sweep
+from orchestrator.runner.sweep import Sweep
 from orchestrator.runner.tasks import Suite
 from orchestrator.serving.serverconfig import ServerConfig
 
@@ -147,10 +148,10 @@ class GroupSweep(Sweep):
         self.progress = progress  # type: ignore[assignment]  # the same calls as SweepProgress, sent on
         with tracing.exporting():  # the node's spans, when its environment names an OTLP endpoint
             try:
-                self.start_tool_servers()
+                self.tool_servers.start()
                 self.run_server(plan, pending, progress)  # type: ignore[arg-type]
             finally:
-                self.stop_tool_servers()
+                self.tool_servers.close()
                 self.streams.close()
         return self.executed_seeds
 

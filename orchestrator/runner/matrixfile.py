@@ -1,4 +1,4 @@
-"""Reading a matrix file: YAML parsed within bounds (runner/safeyaml.py: size, nesting, aliases, plain types
+"""Reading a matrix file: YAML parsed within bounds (serving/yamlfiles.py: size, nesting, aliases, plain types
 only) and validated, with one error that names the file, the field path and the line (the model itself, and
 its expansion into servers and cells, are in runner/matrix.py)."""
 
@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from orchestrator.runner.matrix import Matrix
 from orchestrator.runner.resolve import RunAssets, validation_context
-from orchestrator.runner.safeyaml import YamlInputError, load_yaml
+from orchestrator.serving.yamlfiles import YamlInputError, load_yaml
 
 MESSAGE_LIMIT = 400  # characters of a validation message (a hostile value may be megabytes long)
 # A whole-matrix check starts its message with the field path it is about ("models.1.name: ...").

@@ -28,6 +28,7 @@ import ray
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from orchestrator.runner.cellledger import Seed
 from orchestrator.runner.groupsweep import (
     Applier,
     Event,
@@ -44,7 +45,7 @@ from orchestrator.runner.groupsweep import (
 from orchestrator.runner.matrix import Matrix, ServerPlan, expand
 from orchestrator.runner.progress import SweepProgress
 from orchestrator.runner.provenance import drift, fingerprint, git_state, host_facts
-from orchestrator.runner.sweep import Seed, Sweep
+from orchestrator.runner.sweep import Sweep
 
 CANCEL_GRACE_S = 30.0  # Ctrl-C: how long groups get to stop their servers before their workers are killed
 DRAIN_WAIT_S = 1.0  # a worker holds a drain call this long waiting for its next event
@@ -211,7 +212,7 @@ class RayExecutor:
         store, matrix = self.sweep.store, self.sweep.matrix
         self.removed += cleanup_nodes(store.run_id)  # a killed earlier driver's servers, on any node
         done = store.completed_seeds()
-        work = [(plan, pending) for plan in expand(matrix) if (pending := self.sweep.pending_of(plan, done))]
+        work = [(plan, pending) for plan in expand(matrix) if (pending := self.sweep.ledger.pending_of(plan, done))]
         expected = fingerprint(git_state())
         with SweepProgress(self.sweep.console) as progress:
             self.sweep.progress = progress

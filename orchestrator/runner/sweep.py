@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 
@@ -25,45 +25,33 @@ from orchestrator.core.types import CellStatus, SeedEnd, TurnRecord
 from orchestrator.runner import tracing
 from orchestrator.runner.agent import (
     ProductSetup,
-    RequestPolicy,
     SeedCancelled,
     SeedContext,
     SeedTask,
-    ServedBy,
     run_seed,
 )
 from orchestrator.runner.cellconfig import cell_config
+from orchestrator.runner.cellledger import CellLedger, Seed
 from orchestrator.runner.channels import run_model_case, run_product_case
 from orchestrator.runner.guards import active_guards
 from orchestrator.runner.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
 from orchestrator.runner.progress import SweepProgress
 from orchestrator.runner.resolve import listed_suites
 from orchestrator.runner.seedpool import map_seeds
+from orchestrator.runner.seedsetup import request_policy, served_by
 from orchestrator.runner.serverlog import record_server
 from orchestrator.runner.session import LaunchFailed, ServerSession, launch_config, model_ref_for
 from orchestrator.runner.store import RunStore, now
 from orchestrator.runner.streamstore import StreamStore
 from orchestrator.runner.tasks import Suite
-from orchestrator.runner.toolserver import Executor, local_executor, mcp_executor
-from orchestrator.serving.cache import reset_prompt_cache
-from orchestrator.serving.launchers import ServerHandle, auth_headers
+from orchestrator.runner.toolservers import ToolServers
 from orchestrator.serving.probe import ProbeResult, probe
-from orchestrator.serving.render import prompt_counter
 from orchestrator.serving.serverconfig import ServerConfig
-from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.templates import NoTemplate, model_template
 
-if TYPE_CHECKING:  # the MCP SDK (the `mcp` extra) is imported only where a server starts
-    from orchestrator.runner.mcpclient import McpToolServer
-
-Seed = tuple[str, str]  # (suite, seed id)
 # A raw-template cell's template must render a first prompt (with the suite's tools), or the cell cannot run; a
 # template that fails on a later turn (e.g. on `tool` messages) ends that seed as `template_error`, recorded.
 TEMPLATE_CHECK: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
-# Cell-file fields that say how a run of the cell went, not what the cell's stack config is.
-RUN_STATE_FIELDS = frozenset(
-    {"status", "started", "finished", "launches", "error", "log_tail", "reproduce", "timings", "node"}
-)
 
 
 class Sweep:
@@ -81,7 +69,8 @@ class Sweep:
         self.guards = guards if guards is not None else active_guards(matrix.guards, os.environ)
         # The run's suites as offered to the model, resolved once (MCP suites: their server's tools, listed now).
         self.suites: dict[str, Suite] = listed_suites(matrix.suites())
-        self.tool_servers: dict[str, McpToolServer] = {}  # suite -> its MCP server, started once per run
+        self.tool_servers = ToolServers(self.suites, store.dir, product=matrix.channels not in (None, ["model"]))
+        self.ledger = CellLedger(matrix, store, console)
         self.streams = StreamStore(store.dir)  # streamed attempts' raw events, one side file per cell
         self.progress: SweepProgress | None = None
         self.phase_s: dict[str, float] = {}  # the server now running: seconds spent per phase (probe, seeds)
@@ -92,27 +81,6 @@ class Sweep:
     def cell_guards(self, cell: Cell) -> frozenset[str]:
         return self.guards - {cell.without} if cell.channel == "product" else frozenset()
 
-    def executor(self, suite: Suite, seed_id: str) -> Executor:
-        server = self.tool_servers.get(suite.suite)
-        return mcp_executor(server, suite) if server else local_executor(suite, suite.seed(seed_id))
-
-    def start_tool_servers(self) -> None:
-        """One MCP server per suite that takes its tools from one; a server that will not start fails the run
-        before any model work (every product call would go unanswered)."""
-        for suite in self.suites.values():
-            if suite.mcp is None or suite.suite in self.tool_servers or self.matrix.channels in (None, ["model"]):
-                continue
-            log = self.store.dir / "tool_calls" / f"{suite.suite}.jsonl"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            from orchestrator.runner.mcpclient import McpToolServer  # the `mcp` extra: only where a server starts
-
-            self.tool_servers[suite.suite] = McpToolServer(suite.mcp.server, suite.mcp.transport, log_path=log).start()
-
-    def stop_tool_servers(self) -> None:
-        for server in self.tool_servers.values():
-            server.close()
-        self.tool_servers.clear()
-
     def record(self, turn: TurnRecord) -> None:
         with self.lock:
             self.store.append_turn(turn)
@@ -122,10 +90,10 @@ class Sweep:
     def run(self) -> int:
         with tracing.exporting():  # OTLP spans when OTEL_EXPORTER_OTLP_ENDPOINT is set, flushed at the end
             try:
-                self.start_tool_servers()
+                self.tool_servers.start()
                 return self.run_plans()
             finally:
-                self.stop_tool_servers()
+                self.tool_servers.close()
                 self.streams.close()
 
     def run_plans(self) -> int:
@@ -135,53 +103,11 @@ class Sweep:
             self.progress = progress
             servers = progress.add_task("servers", total=len(plans))
             for plan in plans:
-                pending = self.pending_of(plan, done)
+                pending = self.ledger.pending_of(plan, done)
                 if pending is not None:
                     self.run_server(plan, pending, progress)
                 progress.advance(servers)
         return self.executed_seeds
-
-    def pending_of(self, plan: ServerPlan, done: set[tuple[str, str]]) -> dict[str, list[Seed]] | None:
-        """Per cell of a server group, its seeds not finished yet; None when the group has nothing left to do
-        (every seed finished and every cell complete or launch_failed)."""
-        pending = {cell.cell_id: [s for s in cell.seeds if (cell.cell_id, s[1]) not in done] for cell in plan.cells}
-        finished = all(not seeds for seeds in pending.values()) and all(
-            (self.store.read_cell(c.cell_id) or {}).get("status") in (CellStatus.COMPLETE, CellStatus.LAUNCH_FAILED)
-            for c in plan.cells
-        )
-        return None if finished else pending
-
-    def mark_launch_failed(self, cells: list[Cell], exc: LaunchFailed, session: ServerSession | None) -> None:
-        """Mark cells that could not be served. A cell with turns from an earlier launch keeps that launch's
-        config (the failed start is appended to its launches); a complete cell is never touched."""
-        if not cells:
-            return
-        self.console.print(f"[red]launch failed[/] {cells[0].stack.label}: {exc.summary}", highlight=False)
-        failed_start = session.launches[-1:] if session and not session.alive() else []
-        for cell in cells:
-            base = self.first_config(cell) or cell_config(
-                self.matrix, cell, None, None, None, resolved=self.suites
-            )
-            self.store.write_cell(
-                cell.cell_id,
-                {
-                    **base,
-                    "status": CellStatus.LAUNCH_FAILED.value,
-                    "error": exc.error,
-                    "log_tail": exc.log_tail,
-                    "reproduce": exc.command,
-                    "launches": [*self.previous_launches(cell), *failed_start],
-                },
-            )
-
-    def previous_launches(self, cell: Cell) -> list[dict[str, Any]]:
-        """The launches earlier runs recorded for this cell: a resumed run appends to them, never replaces."""
-        return (self.store.read_cell(cell.cell_id) or {}).get("launches") or []
-
-    def cell_done(self, cell: Cell, pending: dict[str, list[Seed]]) -> bool:
-        """Complete and nothing pending: a resume leaves it exactly as it is."""
-        stored = self.store.read_cell(cell.cell_id) or {}
-        return not pending[cell.cell_id] and stored.get("status") == CellStatus.COMPLETE
 
     def server_config(self, plan: ServerPlan) -> ServerConfig:
         return launch_config(self.matrix, plan)
@@ -190,7 +116,7 @@ class Sweep:
         try:
             config = self.server_config(plan)
         except LaunchFailed as exc:
-            self.mark_launch_failed([c for c in plan.cells if not self.cell_done(c, pending)], exc, None)
+            self.ledger.mark_launch_failed(self.ledger.unfinished(plan, pending), exc, None)
             return
         session = ServerSession(config, self.store.run_id, self.store.dir / "logs", label=plan.stack.label)
         task = progress.add_task(f"{plan.server_id} starting", total=sum(len(s) for s in pending.values()))
@@ -200,7 +126,7 @@ class Sweep:
             try:
                 session.start("initial")
             except LaunchFailed as exc:
-                self.mark_launch_failed([c for c in plan.cells if not self.cell_done(c, pending)], exc, session)
+                self.ledger.mark_launch_failed(self.ledger.unfinished(plan, pending), exc, session)
                 return
             try:
                 progress.update(task, description=f"{plan.server_id} ready in {session.ready_s:.0f}s")
@@ -221,20 +147,20 @@ class Sweep:
         progress: SweepProgress,
         task: Any,
     ) -> None:
-        cells = [c for c in plan.cells if c.model.name == entry.name and not self.cell_done(c, pending)]
+        cells = [c for c in plan.cells if c.model.name == entry.name and not self.ledger.cell_done(c, pending)]
         if not cells:
             return
         try:
             model_config, probe_result = self.prepare_model(plan, entry, config, session)
         except LaunchFailed as exc:  # e.g. an Ollama pull that failed: this model's cells, not the server's
-            self.mark_launch_failed(cells, exc, session)
+            self.ledger.mark_launch_failed(cells, exc, session)
             return
         for cell in cells:
             try:
                 session.ensure_alive("restart: the server had died under an earlier cell")
                 template = self.cell_template(cell, model_config, session)
             except LaunchFailed as exc:
-                self.mark_launch_failed([cell], exc, session)
+                self.ledger.mark_launch_failed([cell], exc, session)
                 continue
             self.run_cell(cell, session, model_config, probe_result, pending[cell.cell_id], progress, task, template)
 
@@ -285,7 +211,7 @@ class Sweep:
         task: Any,
         template: ChatTemplate | None = None,
     ) -> None:
-        base = self.first_config(cell) or cell_config(
+        base = self.ledger.first_config(cell) or cell_config(
             self.matrix,
             cell,
             session.handle,
@@ -293,10 +219,10 @@ class Sweep:
             probe_result,
             raw_template=template,
             guards=self.cell_guards(cell),
-            tool_server=self.tool_server_record(cell),
+            tool_server=self.tool_servers.record(cell),
             resolved=self.suites,
         )
-        previous = self.previous_launches(cell)
+        previous = self.ledger.previous_launches(cell)
         serving = len(session.launches) - 1  # the start now serving; later restarts belong to this cell too
         started = now()
         self.store.write_cell(
@@ -336,20 +262,6 @@ class Sweep:
         }
         self.store.write_cell(cell.cell_id, {**final, "error": error} if error else final)
         progress.cell_done(cell.cell_id, status.value)
-
-    def tool_server_record(self, cell: Cell) -> dict[str, Any] | None:
-        """The MCP server(s) a product cell's calls went to (server, transport, pid, SDK version)."""
-        if cell.channel != "product":
-            return None
-        servers = {suite: self.tool_servers[suite].describe() for suite, _ in cell.seeds if suite in self.tool_servers}
-        return servers or None
-
-    def first_config(self, cell: Cell) -> dict[str, Any] | None:
-        """A resumed cell keeps the config recorded at its first launch; later starts go to `launches`."""
-        previous = self.store.read_cell(cell.cell_id)
-        if not previous or not previous.get("argv"):  # never served: nothing recorded to keep
-            return None
-        return {k: v for k, v in previous.items() if k not in RUN_STATE_FIELDS}
 
     def run_seeds(
         self,
@@ -392,7 +304,7 @@ class Sweep:
                     channel=None if cell.channel == "agent" else cell.channel,
                     without=cell.without,
                     guards=self.cell_guards(cell),
-                    execute_call=self.executor(loaded, seed_id) if cell.channel == "product" else None,
+                    execute_call=self.tool_servers.executor(loaded, seed_id) if cell.channel == "product" else None,
                 ),
                 cancelled=self.cancelled,
                 record_stream=lambda record: self.streams.append(cell.cell_id, record),
@@ -410,34 +322,3 @@ class Sweep:
 
         return [seed for seed in map_seeds(one, seeds, self.matrix.concurrency, self.cancelled) if seed is not None]
 
-
-def served_by(
-    cell: Cell, spec: StackSpec, handle: ServerHandle, base: dict[str, Any], config: ServerConfig, concurrency: int
-) -> ServedBy:
-    """The server as every seed of the cell reaches it (the same for all of them)."""
-    return ServedBy(
-        stack_label=cell.stack.label,
-        spec=spec,
-        parser=base["parser"],
-        stack_version=base["stack_version"],
-        base_url=handle.base_url,
-        model=config.model.name,
-        headers=auth_headers(spec),
-        shared_server=concurrency > 1,
-        server_alive=handle.alive,
-        reset_cache=lambda client: reset_prompt_cache(client, handle.base_url, spec, served_name=config.model.name),
-        count_prompt=prompt_counter(spec, handle.base_url, config.model.name),
-    )
-
-
-def request_policy(matrix: Matrix, cell: Cell) -> RequestPolicy:
-    """How the cell's requests are sent and retried: the matrix's decoding, timeouts and retries, its stream axis."""
-    return RequestPolicy(
-        decoding=matrix.decoding,
-        request_timeout_s=matrix.timeouts.request_s,
-        max_attempts=matrix.retries.max_attempts,
-        backoff_s=matrix.retries.backoff_s,
-        max_retry_after_s=matrix.retries.max_retry_after_s,
-        stream=cell.stream,
-        stream_timeouts=matrix.timeouts.stream_limits(),
-    )

@@ -25,7 +25,7 @@ from orchestrator.core.classify import tools_by_name, validate_call
 from orchestrator.core.scoring import Expectation, normalise_text
 from orchestrator.core.toolschemas import tool_schema_problems
 from orchestrator.core.types import ParsedCall
-from orchestrator.runner.safeyaml import YamlInputError, load_yaml
+from orchestrator.serving.yamlfiles import YamlInputError, load_yaml
 
 
 class _Strict(BaseModel):
