@@ -133,7 +133,7 @@ print(n)
 FULL_READER = """
 import resource, sys, time
 from pathlib import Path
-from orchestrator.runner.store import RunStore
+from orchestrator.runner.store.runstore import RunStore
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
 records = RunStore(Path(sys.argv[1])).read_turns()
@@ -287,7 +287,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Every field as a Python dict (what `report --reclassify` reads): {full['read_s']} s, "
         f"{full['rss_mb']} MiB, {full['kb_per_turn']} KiB a turn; `report` reads a view instead "
-        "(orchestrator/runner/turnview.py).",
+        "(orchestrator/runner/store/turnview.py).",
         "",
     ]
     return "\n".join(lines)

@@ -40,14 +40,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.console import Console
 
 from orchestrator.core.types import SCHEMA_VERSION
-from orchestrator.runner.cellconfig import cell_config
-from orchestrator.runner.matrix import expand
-from orchestrator.runner.matrixfile import load_matrix
-from orchestrator.runner.progress import SweepProgress
-from orchestrator.runner.provenance import host_facts
-from orchestrator.runner.session import ServerSession, launch_config
-from orchestrator.runner.store import RunStore, counted_turns
-from orchestrator.runner.sweep import Sweep
+from orchestrator.runner.config.cellconfig import cell_config
+from orchestrator.runner.config.matrix import expand
+from orchestrator.runner.config.matrixfile import load_matrix
+from orchestrator.runner.run.provenance import host_facts
+from orchestrator.runner.store.runstore import RunStore, counted_turns
+from orchestrator.runner.sweep.progress import SweepProgress
+from orchestrator.runner.sweep.session import ServerSession, launch_config
+from orchestrator.runner.sweep.sweep import Sweep
 from orchestrator.serving.launchers import start_server
 from orchestrator.serving.probe import probe
 

@@ -21,8 +21,8 @@ import numpy as np
 import yaml
 from capacity_workload import POOLED, Workload, cpu_rates, read_run, run_dirs, start_times, workloads
 
-from orchestrator.runner.matrix import Matrix, expand
-from orchestrator.runner.matrixfile import load_matrix
+from orchestrator.runner.config.matrix import Matrix, expand
+from orchestrator.runner.config.matrixfile import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MATRIX = ROOT / "matrices" / "full.yaml"

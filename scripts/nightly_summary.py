@@ -3,7 +3,7 @@ cells that failed the gate (each with its change and corrected p), and the image
 previous night with their release-notes links, as the run's manifest recorded them (`orchestrate images`).
 
 The gate's verdicts are not decided here: `orchestrate diff --json` records them (`gate_failures`,
-`power_failure`, from orchestrator/analysis/diffgate.py, the rule the diff's exit status follows), and
+`power_failure`, from orchestrator/analysis/compare/diffgate.py, the rule the diff's exit status follows), and
 `--gate-status DIFF.json` prints the exit status that record owes, for nightly.sh to check the diff's status.
 
 usage: nightly_summary.py RUN_DIR --status N [--diff DIFF.json --previous PREV_DIR]
@@ -28,7 +28,7 @@ def _points(value: float | None) -> str:
 
 def gate_status(diff: dict[str, Any]) -> int:
     """The exit status `orchestrate diff --fail-on-regression --require-power` owes this diff, from what the
-    diff recorded of its own gate (`gate_failures`, `power_failure`: analysis/diffgate.py, the one rule)."""
+    diff recorded of its own gate (`gate_failures`, `power_failure`: analysis/compare/diffgate.py, the one rule)."""
     if "gate_failures" not in diff or "power_failure" not in diff:
         raise ValueError("the diff records no gate outcome (gate_failures, power_failure): an older orchestrate?")
     return 1 if diff["gate_failures"] else 3 if diff["power_failure"] else 0

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.runner.store import counted_turns
+from orchestrator.runner.store.runstore import counted_turns
 from orchestrator.serving.assets import cache_root
 from orchestrator.serving.launchers import cleanup
 

@@ -1,12 +1,12 @@
 """Build a SeedContext from flat keyword arguments, as the tests write them: each field goes to the part of
-the context that declares it (runner/agent.py), so a test names a field without knowing which part holds it."""
+the context that declares it (runner/turn/agent.py), so a test names a field without knowing which part holds it."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from orchestrator.runner.agent import ProductSetup, RequestPolicy, SeedContext, SeedTask, ServedBy
+from orchestrator.runner.turn.agent import ProductSetup, RequestPolicy, SeedContext, SeedTask, ServedBy
 
 PARTS: dict[str, type] = {"task": SeedTask, "server": ServedBy, "policy": RequestPolicy, "product": ProductSetup}
 

@@ -1,4 +1,4 @@
-"""`orchestrate ablate`'s runner side (runner/ablation.py), on a parent run built by hand in tmp_path: which
+"""`orchestrate ablate`'s runner side (runner/product/ablationrun.py), on a parent run built by hand in tmp_path: which
 parent case runs are reused (copied, not rerun) per guard, under which cell ids; what a run must have to be
 ablated; resuming an ablation; and the stack-config check between parent and ablation cells."""
 
@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from orchestrator.core.types import TurnRecord
-from orchestrator.runner.ablation import (
+from orchestrator.runner.config.cellconfig import config_sha256
+from orchestrator.runner.config.matrix import Cell, Matrix, expand
+from orchestrator.runner.product.ablationrun import (
     REUSED_FLAG,
     AblationError,
     ablation_dir,
@@ -21,12 +23,10 @@ from orchestrator.runner.ablation import (
     open_ablation,
     reuse_unchanged,
 )
-from orchestrator.runner.cellconfig import config_sha256
-from orchestrator.runner.guards import GUARDS
-from orchestrator.runner.matrix import Cell, Matrix, expand
-from orchestrator.runner.provenance import fingerprint, git_state
-from orchestrator.runner.runs import scored_cases
-from orchestrator.runner.store import RunStore
+from orchestrator.runner.run.provenance import fingerprint, git_state
+from orchestrator.runner.run.runs import scored_cases
+from orchestrator.runner.store.runstore import RunStore
+from orchestrator.runner.turn.guards import GUARDS
 from orchestrator.serving.registry import REPO_ROOT
 
 pytestmark = pytest.mark.server

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.core.types import ToolsMode, TurnRecord
-from orchestrator.runner.agent import SeedContext, run_seed
-from orchestrator.runner.tasks import load_suite
+from orchestrator.runner.suites.tasks import load_suite
+from orchestrator.runner.turn.agent import SeedContext, run_seed
 from orchestrator.serving.build import server_config
 from orchestrator.serving.chatapi import Decoding
 from orchestrator.serving.launchers import free_port, running_server

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.core.types import ToolsMode, TurnRecord
-from orchestrator.runner.agent import run_seed
-from orchestrator.runner.store import RunStore
-from orchestrator.runner.tasks import load_suite
+from orchestrator.runner.store.runstore import RunStore
+from orchestrator.runner.suites.tasks import load_suite
+from orchestrator.runner.turn.agent import run_seed
 from tests.fakes.scripted import Reply, chat_reply, scripted_server
 from tests.test_agent_integrity import context
 

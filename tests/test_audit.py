@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.analysis.audit import (
+from orchestrator.analysis.audit.audit import (
     DEFAULT_PATTERN,
     FOLDED_REFUSAL_DETAIL,
     GENERIC_ERROR_DETAIL,
@@ -28,7 +28,7 @@ from orchestrator.analysis.audit import (
     audit,
     label_turns,
 )
-from orchestrator.analysis.trajectories import load_trajectories
+from orchestrator.analysis.audit.trajectories import load_trajectories
 from orchestrator.cli import app
 from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval, cell_stats, per_seed_fidelity
 from orchestrator.core.types import Outcome, ToolsMode

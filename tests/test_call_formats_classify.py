@@ -23,14 +23,14 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from rich.console import Console
 
-from orchestrator.analysis.report import format_counts, long_table, reclassify
-from orchestrator.analysis.views import probe_view
+from orchestrator.analysis.report.report import format_counts, long_table, reclassify
+from orchestrator.analysis.report.views import probe_view
 from orchestrator.core.classify import check_call_format, classify, known_call_formats
 from orchestrator.core.modes import JSON_FORMAT
 from orchestrator.core.textcalls import FORMATS, extract_text_calls
 from orchestrator.core.types import Outcome, ToolsMode
-from orchestrator.runner.provenance import run_stacks
-from orchestrator.runner.store import RunStore
+from orchestrator.runner.run.provenance import run_stacks
+from orchestrator.runner.store.runstore import RunStore
 from orchestrator.serving.registry import REPO_ROOT, load_stack
 from tests import bodies as b
 from tests.conftest import V1_CPU_RUN

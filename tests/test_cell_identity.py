@@ -9,9 +9,9 @@ import pytest
 
 from orchestrator.core.cell import LATER_AXES, PRIMARY_AXES, CellKey
 from orchestrator.core.types import Outcome, ToolsMode, TurnRecord
-from orchestrator.runner.matrix import expand
-from orchestrator.runner.matrixfile import load_matrix
-from orchestrator.runner.storedamage import standin_cell
+from orchestrator.runner.config.matrix import expand
+from orchestrator.runner.config.matrixfile import load_matrix
+from orchestrator.runner.store.storedamage import standin_cell
 from orchestrator.serving.registry import REPO_ROOT
 from tests.conftest import V1_CPU_RUN, committed_runs
 

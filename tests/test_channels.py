@@ -1,8 +1,9 @@
-"""The model channel and the product channel's agent loop (runner/channels.py), each guard switched on and off.
+"""The model channel and the product channel's agent loop (runner/product/channelrun.py), each guard switched on
+and off.
 
 The model's replies come from the scripted loopback server (tests/fakes/scripted.py): a real model cannot be
 made to stall, repeat a call or answer in JSON on demand. The tool server is the REAL formation MCP server
-(`python -m orchestrator.runner.mcpformation` over stdio), started once for the module with its `--log`, so each
+(`python -m orchestrator.runner.suites.mcpformation` over stdio), started once for the module with its `--log`, so each
 test reads what the server itself received.
 """
 
@@ -18,12 +19,12 @@ import pytest
 
 from orchestrator.core.scoring import is_unscored
 from orchestrator.core.types import ToolsMode, TurnRecord
-from orchestrator.runner.agent import SeedContext
-from orchestrator.runner.channels import run_model_case, run_product_case
-from orchestrator.runner.guards import DEDUP_NOTE, FINAL_JSON_RETRY, GUARDS, STALL_REPROMPT, fallback_answer
-from orchestrator.runner.mcpclient import McpToolServer
-from orchestrator.runner.tasks import Suite, load_suite
-from orchestrator.runner.toolserver import mcp_executor
+from orchestrator.runner.product.channelrun import run_model_case, run_product_case
+from orchestrator.runner.suites.mcpclient import McpToolServer
+from orchestrator.runner.suites.tasks import Suite, load_suite
+from orchestrator.runner.suites.toolserver import mcp_executor
+from orchestrator.runner.turn.agent import SeedContext
+from orchestrator.runner.turn.guards import DEDUP_NOTE, FINAL_JSON_RETRY, GUARDS, STALL_REPROMPT, fallback_answer
 from orchestrator.serving.chatapi import Decoding
 from orchestrator.serving.registry import load_stack
 from tests import bodies as b

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis.report import write_report
+from orchestrator.analysis.report.report import write_report
 from orchestrator.core.jsonl import InputError, read_jsonl
 from orchestrator.core.types import TurnRecord
-from orchestrator.runner.runs import resume_run
-from orchestrator.runner.store import RunStore, StoreError
+from orchestrator.runner.run.runs import resume_run
+from orchestrator.runner.store.runstore import RunStore, StoreError
 from tests.cliinprocess import orchestrate as in_process
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.analysis import diff as diff_module
-from orchestrator.analysis.diff import DiffError, diff_runs, diff_within, seed_fidelities
-from orchestrator.analysis.diffconfig import argv_units, compare_configs
-from orchestrator.analysis.diffstats import (
+from orchestrator.analysis.compare import rundiff as diff_module
+from orchestrator.analysis.compare.diffconfig import argv_units, compare_configs
+from orchestrator.analysis.compare.diffstats import (
     PERMUTATION_TEST,
     benjamini_hochberg,
     holm,
@@ -25,9 +24,10 @@ from orchestrator.analysis.diffstats import (
     paired_bootstrap,
     sign_flip_p,
 )
+from orchestrator.analysis.compare.rundiff import DiffError, diff_runs, diff_within, seed_fidelities
 from orchestrator.cli import app
 from orchestrator.core.stats import BootstrapSettings
-from orchestrator.runner.cellconfig import IDENTITY_DEFAULTS, config_sha256
+from orchestrator.runner.config.cellconfig import IDENTITY_DEFAULTS, config_sha256
 
 REPO = Path(__file__).resolve().parent.parent
 CPU_RUN = REPO / "results" / "examples" / "20261203T131653Z-cpu-87d008"

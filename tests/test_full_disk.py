@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner.store import RunStore
+from orchestrator.runner.store.runstore import RunStore
 from orchestrator.serving.assets import cache_root
 
 pytestmark = pytest.mark.integration

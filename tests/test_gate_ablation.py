@@ -1,5 +1,5 @@
-"""The channel table (analysis/channels.py), release gates (analysis/gate.py) and the guard ablation
-(analysis/ablation.py), on constructed turn records and verdicts."""
+"""The channel table (analysis/product/channelverdicts.py), release gates (analysis/product/gate.py) and the guard
+ablation (analysis/product/guardeffects.py), on constructed turn records and verdicts."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.analysis.ablation import AblationRow, ablation_rows, render_ablation_markdown
-from orchestrator.analysis.channels import CaseVerdict, case_verdicts, channel_table, render_markdown
-from orchestrator.analysis.gate import GateError, evaluate_gates, format_gate_results, gates_passed, parse_gate
+from orchestrator.analysis.product.channelverdicts import CaseVerdict, case_verdicts, channel_table, render_markdown
+from orchestrator.analysis.product.gate import GateError, evaluate_gates, format_gate_results, gates_passed, parse_gate
+from orchestrator.analysis.product.guardeffects import AblationRow, ablation_rows, render_ablation_markdown
 from orchestrator.core.scoring import Expectation, ExpectedCall
 from orchestrator.core.stats import BootstrapSettings
 from tests.test_scoring import call, event, execution, record

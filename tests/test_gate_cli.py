@@ -108,7 +108,7 @@ def test_channels_writes_the_side_by_side_table(tmp_path: Path) -> None:
 
 
 def test_first_answer_agreement_pairs_model_and_product_by_case_and_sample() -> None:
-    from orchestrator.analysis.productreport import first_answer_agreement
+    from orchestrator.analysis.product.productreport import first_answer_agreement
 
     same = [record("f-05", channel=c, raw_content="{md5}") for c in ("model", "product")]
     differ = [record("f-05", channel="model", sample=1, raw_content="a")]

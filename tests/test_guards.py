@@ -17,7 +17,7 @@ import orchestrator
 from orchestrator.core.classify import validate_call
 from orchestrator.core.replytext import is_question, is_refusal, is_small_talk, looks_like_json_answer
 from orchestrator.core.types import ParsedCall, ToolExecution
-from orchestrator.runner.guards import (
+from orchestrator.runner.turn.guards import (
     DEDUP_NOTE,
     FINAL_JSON_RETRY,
     GUARDS,

@@ -21,11 +21,11 @@ from orchestrator.cli import app
 from orchestrator.core.cell import CellKey, slug
 from orchestrator.core.stats import MAX_RESAMPLES, MAX_RNG_SEED
 from orchestrator.core.types import ToolsMode
-from orchestrator.runner.matrix import MAX_CELL_ID, Matrix, expand
-from orchestrator.runner.matrixchecks import check_cell_ids
-from orchestrator.runner.matrixentries import MAX_NAME
-from orchestrator.runner.matrixfile import MatrixError, load_matrix
-from orchestrator.runner.progress import SweepProgress
+from orchestrator.runner.config.matrix import MAX_CELL_ID, Matrix, expand
+from orchestrator.runner.config.matrixchecks import check_cell_ids
+from orchestrator.runner.config.matrixentries import MAX_NAME
+from orchestrator.runner.config.matrixfile import MatrixError, load_matrix
+from orchestrator.runner.sweep.progress import SweepProgress
 from orchestrator.serving.registry import REPO_ROOT
 from orchestrator.serving.yamlfiles import MAX_BYTES, MAX_DEPTH
 from tests.test_matrix import GOOD

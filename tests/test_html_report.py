@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 from benchmarks.scalegen import generate
-from orchestrator.analysis import drilldown, htmlreport
-from orchestrator.analysis.gridcolumns import column_order
-from orchestrator.analysis.report import write_report
-from orchestrator.runner.store import RunStore, counted_turns
-from orchestrator.runner.turnview import OFFSET_KEY
+from orchestrator.analysis.report import drilldown, htmlreport
+from orchestrator.analysis.report.gridcolumns import column_order
+from orchestrator.analysis.report.report import write_report
+from orchestrator.runner.store.runstore import RunStore, counted_turns
+from orchestrator.runner.store.turnview import OFFSET_KEY
 from tests.browser import screenshot_dir, visit
 from tests.conftest import committed_runs
 

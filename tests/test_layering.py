@@ -17,7 +17,7 @@ CORE_FORBIDDEN = ("docker", "httpx", "subprocess", "socket", "typer", "rich")
 
 
 def layer_of(module: str) -> str | None:
-    """'orchestrator.runner.sweep' -> 'runner'; None for the package root itself."""
+    """'orchestrator.runner.sweep.sweep' -> 'runner'; None for the package root itself."""
     parts = module.split(".")
     if parts[0] != "orchestrator" or len(parts) < 2:
         return None
@@ -83,7 +83,70 @@ def test_no_relative_imports(path: Path) -> None:
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     """The checker itself can fail: a lazy upward import inside a function is found."""
     sample = tmp_path / "sample.py"
-    sample.write_text("def f():\n    from orchestrator.runner.sweep import Sweep\n    return Sweep\n")
+    sample.write_text("def f():\n    from orchestrator.runner.sweep.sweep import Sweep\n    return Sweep\n")
     found = imports_of(sample)
-    assert (2, "orchestrator.runner.sweep") in found
-    assert RANK[layer_of("orchestrator.runner.sweep") or ""] > RANK["core"]
+    assert (2, "orchestrator.runner.sweep.sweep") in found
+    assert RANK[layer_of("orchestrator.runner.sweep.sweep") or ""] > RANK["core"]
+
+
+# Inside a layer, its subpackages point down too: each imports only those listed before it (or itself).
+SUBPACKAGE_RANK = {
+    "runner": ["store", "suites", "turn", "config", "run", "product", "sweep", "executors"],
+    "analysis": ["compare", "audit", "product", "report", "triage"],
+}
+
+
+def subpackage_of(module: str) -> tuple[str, str] | None:
+    """'orchestrator.runner.sweep.session' -> ('runner', 'sweep'); None outside a ranked subpackage."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[0] != "orchestrator" or parts[1] not in SUBPACKAGE_RANK:
+        return None
+    return (parts[1], parts[2]) if parts[2] in SUBPACKAGE_RANK[parts[1]] else None
+
+
+def test_ranked_layers_hold_only_subpackages() -> None:
+    """A module dropped loose into runner/ or analysis/ (or a subpackage nobody ranked) fails here."""
+    loose = []
+    for layer, ranked in SUBPACKAGE_RANK.items():
+        for path in (PACKAGE / layer).iterdir():
+            if path.name in ("__init__.py", "__pycache__", "templates"):
+                continue
+            if not (path.is_dir() and path.name in ranked):
+                loose.append(f"{layer}/{path.name}")
+    assert loose == []
+
+
+@pytest.mark.parametrize(
+    "path", [p for layer in SUBPACKAGE_RANK for p in sorted((PACKAGE / layer).rglob("*.py"))],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_imports_point_down_the_subpackages(path: Path) -> None:
+    mine = subpackage_of("orchestrator." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
+    if mine is None:
+        return
+    layer, sub = mine
+    order = SUBPACKAGE_RANK[layer]
+    wrong = []
+    for line, module in imports_of(path):
+        target = subpackage_of(module)
+        if target and target[0] == layer and order.index(target[1]) > order.index(sub):
+            wrong.append(f"{path.name}:{line} ({layer}/{sub}) imports {module} ({layer}/{target[1]})")
+    assert wrong == []
+
+
+def test_no_module_name_repeats_across_layers() -> None:
+    """`classify`, `diff`, `audit`... each name one module: a reader never guesses which of two is meant."""
+    seen: dict[str, list[str]] = {}
+    for path in modules():
+        if path.stem in ("__init__", "__main__"):
+            continue
+        seen.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
+    repeated = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert repeated == {}
+
+
+def test_the_subpackage_checker_sees_an_upward_import() -> None:
+    """A store module importing the sweep is what the subpackage check exists to catch."""
+    assert subpackage_of("orchestrator.runner.sweep.sweep") == ("runner", "sweep")
+    order = SUBPACKAGE_RANK["runner"]
+    assert order.index("sweep") > order.index("store")

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import orchestrator
-from orchestrator.runner.store import StoreError
+from orchestrator.runner.store.runstore import StoreError
 from tests.conftest import committed_runs
 
 CPU = next(run for run in committed_runs() if run.name == "20261203T131653Z-cpu-87d008")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.core.textcalls import FORMATS
-from orchestrator.runner.cellconfig import cell_config, config_sha256
-from orchestrator.runner.matrix import expand
-from orchestrator.runner.matrixfile import MatrixError, load_matrix
+from orchestrator.runner.config.cellconfig import cell_config, config_sha256
+from orchestrator.runner.config.matrix import expand
+from orchestrator.runner.config.matrixfile import MatrixError, load_matrix
 from orchestrator.serving.registry import REPO_ROOT
 from tests.cliinprocess import orchestrate
 

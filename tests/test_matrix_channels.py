@@ -1,4 +1,4 @@
-"""Matrix files with the channel axes of issue 12 (runner/matrix.py): channels x samples and the ablation's
+"""Matrix files with the channel axes of issue 12 (runner/config/matrix.py): channels x samples and the ablation's
 `without` expand into cells with their ids; what a matrix may combine fails at load with file, field and line;
 and the run's manifest records the guards that are on (TOOLCALL_MATRIX_GUARDS wins) and the scored cases."""
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner.cellconfig import cell_config
-from orchestrator.runner.guards import GUARDS, GUARDS_ENV, GuardConfigError, active_guards
-from orchestrator.runner.matrix import Matrix, expand
-from orchestrator.runner.matrixfile import MatrixError, load_matrix
-from orchestrator.runner.runs import start_run
-from orchestrator.runner.tasks import load_suite
+from orchestrator.runner.config.cellconfig import cell_config
+from orchestrator.runner.config.matrix import Matrix, expand
+from orchestrator.runner.config.matrixfile import MatrixError, load_matrix
+from orchestrator.runner.run.runs import start_run
+from orchestrator.runner.suites.tasks import load_suite
+from orchestrator.runner.turn.guards import GUARDS, GUARDS_ENV, GuardConfigError, active_guards
 from orchestrator.serving.registry import REPO_ROOT
 
 # Line numbers matter: the validation tests name them.

@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.runner.matrix import expand
-from orchestrator.runner.matrixfile import load_matrix
+from orchestrator.runner.config.matrix import expand
+from orchestrator.runner.config.matrixfile import load_matrix
 from orchestrator.serving.assets import cache_root
 from orchestrator.serving.registry import REPO_ROOT
 from tests.browser import screenshot_dir, visit

@@ -1,6 +1,6 @@
 """The formation MCP server and the runner's sync client, against real server processes on both transports.
 
-Every test that needs a server talks to a real `python -m orchestrator.runner.mcpformation` over stdio or
+Every test that needs a server talks to a real `python -m orchestrator.runner.suites.mcpformation` over stdio or
 streamable HTTP; nothing is mocked. One server per transport is shared by the read-only tests (module scope);
 the life-cycle tests start their own.
 """
@@ -24,8 +24,8 @@ import pytest
 
 from orchestrator.core.classify import tools_by_name, validate_call
 from orchestrator.core.types import ParsedCall
-from orchestrator.runner import mcpclient
-from orchestrator.runner.mcpclient import McpError, McpToolServer, list_server_tools
+from orchestrator.runner.suites import mcpclient
+from orchestrator.runner.suites.mcpclient import McpError, McpToolServer, list_server_tools
 
 TRANSPORTS = ["stdio", "http"]
 TOOL_NAMES = {

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.cli.images import describe
+from orchestrator.cli.images_command import describe
 from orchestrator.serving.images import VERSION_LABEL, image_record
 from orchestrator.serving.registry import REPO_ROOT, load_stack, stack_names
 from tests.conftest import require

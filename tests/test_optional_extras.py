@@ -16,8 +16,8 @@ import pytest
 import typer
 
 from orchestrator.cli.execution import check_tracing
-from orchestrator.runner import tracing
-from orchestrator.runner.mcperror import MISSING_SDK, McpError
+from orchestrator.runner.suites.mcperror import MISSING_SDK, McpError
+from orchestrator.runner.turn import tracing
 
 ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
 
@@ -53,9 +53,9 @@ def test_the_cli_refuses_a_traced_run_without_opentelemetry_before_it_starts(
 
 def test_the_mcp_client_without_the_sdk_is_one_mcp_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "mcp", None)
-    monkeypatch.delitem(sys.modules, "orchestrator.runner.mcpclient", raising=False)
+    monkeypatch.delitem(sys.modules, "orchestrator.runner.suites.mcpclient", raising=False)
     with pytest.raises(McpError, match=r"\[mcp\]") as raised:
-        importlib.import_module("orchestrator.runner.mcpclient")
+        importlib.import_module("orchestrator.runner.suites.mcpclient")
     assert MISSING_SDK in str(raised.value)
 
 
@@ -65,7 +65,7 @@ import json, sys
 for name in ("opentelemetry", "mcp"):
     sys.modules[name] = None
 import orchestrator.cli, orchestrator.cli.execution, orchestrator.cli.product
-import orchestrator.runner.sweep, orchestrator.runner.matrix, orchestrator.runner.toolserver
+import orchestrator.runner.sweep.sweep, orchestrator.runner.config.matrix, orchestrator.runner.suites.toolserver
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("opentelemetry", "mcp") and sys.modules[m] is not None)
 print(json.dumps(loaded))
 """

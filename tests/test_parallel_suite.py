@@ -1,4 +1,4 @@
-"""The parallel-call suite (seeds/parallel.yaml) and its scoring (analysis/parallel.py). Pure."""
+"""The parallel-call suite (seeds/parallel.yaml) and its scoring (analysis/report/parallel.py). Pure."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from orchestrator.analysis.parallel import (
+from orchestrator.analysis.report.parallel import (
     CHECKS,
     indexes_distinct,
     parallel_scores,
@@ -25,9 +25,9 @@ from orchestrator.analysis.parallel import (
 )
 from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval
 from orchestrator.core.types import ParsedCall
-from orchestrator.runner import tasks
-from orchestrator.runner.store import RunStore
-from orchestrator.runner.tasks import ParallelCall, Suite, SuiteError, answer_correct, execute, load_suite
+from orchestrator.runner.store.runstore import RunStore
+from orchestrator.runner.suites import tasks
+from orchestrator.runner.suites.tasks import ParallelCall, Suite, SuiteError, answer_correct, execute, load_suite
 from orchestrator.serving.registry import REPO_ROOT
 
 SUITE_FILE = REPO_ROOT / "seeds" / "parallel.yaml"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.runner.ablation import ablation_dir
+from orchestrator.runner.product.ablationrun import ablation_dir
 from orchestrator.serving.registry import REPO_ROOT
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """The sweep's display off a terminal: plain lines per finished seed and cell with running figures, and a
-heartbeat line while one request runs long (runner/progress.py)."""
+heartbeat line while one request runs long (runner/sweep/progress.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 from rich.console import Console
 
 from orchestrator.core.types import Outcome, SeedEnd, ToolsMode, TurnRecord
-from orchestrator.runner import progress as progress_module
-from orchestrator.runner.progress import SweepProgress
+from orchestrator.runner.sweep import progress as progress_module
+from orchestrator.runner.sweep.progress import SweepProgress
 
 
 def record(turn: int, outcome: Outcome, end: SeedEnd | None = None, seed: str = "s1") -> TurnRecord:

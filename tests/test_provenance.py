@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.analysis.report import long_table, reclassify
-from orchestrator.runner.cellconfig import config_sha256
-from orchestrator.runner.provenance import drift, fingerprint, git_state, run_stacks
-from orchestrator.runner.runs import DriftError, resume_run
-from orchestrator.runner.store import RunStore, StoreError
+from orchestrator.analysis.report.report import long_table, reclassify
+from orchestrator.runner.config.cellconfig import config_sha256
+from orchestrator.runner.run.provenance import drift, fingerprint, git_state, run_stacks
+from orchestrator.runner.run.runs import DriftError, resume_run
+from orchestrator.runner.store.runstore import RunStore, StoreError
 from orchestrator.serving.registry import REPO_ROOT
 from tests.conftest import V1_CPU_RUN, committed_runs
 
@@ -105,7 +105,7 @@ def test_drift_lists_each_changed_file() -> None:
 def test_a_resume_with_drift_refuses_unless_allowed_and_records_it(
     example: RunStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("orchestrator.runner.runs.cleanup", lambda _run_id: [])  # no servers, no Docker here
+    monkeypatch.setattr("orchestrator.runner.run.runs.cleanup", lambda _run_id: [])  # no servers, no Docker here
     # The committed run predates fingerprints: that is itself drift.
     with pytest.raises(DriftError, match="--allow-drift"):
         resume_run(example.dir)
@@ -163,7 +163,7 @@ def test_run_outputs_do_not_make_the_tree_dirty(tmp_path: Path, monkeypatch: pyt
     beside it) under results/ are outputs, not code. Any other change, tracked or untracked, is dirty."""
     import subprocess
 
-    from orchestrator.runner import provenance as provenance_module
+    from orchestrator.runner.run import provenance as provenance_module
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,

@@ -13,8 +13,8 @@ from orchestrator.core.chattemplate import ChatTemplate, render_chat
 from orchestrator.core.classify import classify
 from orchestrator.core.replyfacts import prompt_truncated
 from orchestrator.core.types import Classification, Outcome, ParsedCall, ToolsMode
-from orchestrator.runner.modes import build_request, continue_messages, raw_prompt
-from orchestrator.runner.tasks import ToolResult, load_suite
+from orchestrator.runner.suites.tasks import ToolResult, load_suite
+from orchestrator.runner.turn.prompts import build_request, continue_messages, raw_prompt
 from orchestrator.serving.chatapi import Decoding, build_completion_payload
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.render import sampling_defaults
@@ -152,7 +152,7 @@ def test_ollama_parameters_lines_override_its_documented_defaults() -> None:
 
 
 def test_the_template_a_server_reports_is_the_effective_one(tmp_path: Path) -> None:
-    from orchestrator.runner.cellconfig import effective_template
+    from orchestrator.runner.config.cellconfig import effective_template
     from orchestrator.serving.probe import ProbeResult
     from orchestrator.serving.serverconfig import ModelRef
 

@@ -318,7 +318,7 @@ def test_ctrl_c_on_the_driver_stops_every_group_and_leaves_no_server(
 
 @pytest.mark.slow
 def test_only_the_executor_imports_ray() -> None:
-    """Ray is an optional extra: no module but runner/rayexecutor.py imports it (checked in the source), and
+    """Ray is an optional extra: no module but runner/executors/rayexecutor.py imports it (checked in the source), and
     a local run's code path leaves it unimported (checked in a fresh interpreter)."""
     import ast
 
@@ -329,13 +329,13 @@ def test_only_the_executor_imports_ray() -> None:
             names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             if any(n == "ray" or n.startswith("ray.") for n in names):
                 importers.append(path.relative_to(REPO).as_posix())
-    assert sorted(set(importers)) == ["orchestrator/runner/rayexecutor.py"]
+    assert sorted(set(importers)) == ["orchestrator/runner/executors/rayexecutor.py"]
     code = (
         "import sys\n"
         "import orchestrator.cli\n"
         "from orchestrator.cli.execution import check_executor\n"
         "from orchestrator.runner import sweep, groupsweep, runs\n"
-        "from orchestrator.runner.dispatch import ExecutorChoice, connect, record_executor\n"
+        "from orchestrator.runner.executors.dispatch import ExecutorChoice, connect, record_executor\n"
         "class Store:\n    data = {}\n    def manifest(self): return self.data\n"
         "    def update_manifest(self, **kw): self.data.update(kw)\n"
         "chosen = check_executor(None, None, type('M', (), {'executor': 'local'})(), None)\n"
@@ -354,8 +354,8 @@ def test_only_the_executor_imports_ray() -> None:
 
 
 def plan_of(text: str, tmp_path: Path) -> Any:
-    from orchestrator.runner.matrix import expand
-    from orchestrator.runner.matrixfile import load_matrix
+    from orchestrator.runner.config.matrix import expand
+    from orchestrator.runner.config.matrixfile import load_matrix
 
     path = tmp_path / "m.yaml"
     path.write_text(text)
@@ -366,7 +366,7 @@ def plan_of(text: str, tmp_path: Path) -> Any:
 @pytest.mark.ray
 def test_a_group_asks_for_its_stacks_gpus_and_the_custom_resources_of_stack_and_models(tmp_path: Path) -> None:
     require_ray()
-    from orchestrator.runner.rayexecutor import fits_somewhere, group_resources
+    from orchestrator.runner.executors.rayexecutor import fits_somewhere, group_resources
 
     text = MATRIX.replace("resources: {server-slot: 1}}", "resources: {server-slot: 1, host:gpu-a100: 1}}", 1)
     text = text.replace("quantization: Q4_K_M", "quantization: Q4_K_M\n    resources: {server-slot: 2, big: 0.5}")
@@ -397,7 +397,7 @@ def test_a_group_asks_for_its_stacks_gpus_and_the_custom_resources_of_stack_and_
     ],
 )
 def test_bad_resources_are_refused_naming_what(tmp_path: Path, resources: str, message: str) -> None:
-    from orchestrator.runner.matrixfile import MatrixError, load_matrix
+    from orchestrator.runner.config.matrixfile import MatrixError, load_matrix
 
     path = tmp_path / "m.yaml"
     path.write_text(MATRIX.replace("resources: {server-slot: 1}", f"resources: {resources}", 1))
@@ -416,10 +416,10 @@ def test_the_driver_applies_a_groups_events_and_refuses_files_outside_the_run(tm
     from rich.console import Console
 
     from orchestrator.core.types import Outcome, TokenCounts, ToolsMode, TurnRecord
-    from orchestrator.runner.groupsweep import Applier, ShardStore, ShardStreams, drain, mark_lost, seed_shard
-    from orchestrator.runner.progress import SweepProgress
-    from orchestrator.runner.store import RunStore
-    from orchestrator.runner.streamstore import StreamStore
+    from orchestrator.runner.executors.groupsweep import Applier, ShardStore, ShardStreams, drain, mark_lost, seed_shard
+    from orchestrator.runner.store.runstore import RunStore
+    from orchestrator.runner.store.streamstore import StreamStore
+    from orchestrator.runner.sweep.progress import SweepProgress
 
     matrix, plans = plan_of(MATRIX, tmp_path)
     plan = plans[0]
@@ -511,7 +511,7 @@ def test_a_resume_runs_on_the_executor_the_run_last_recorded() -> None:
     import typer
 
     from orchestrator.cli.execution import check_executor
-    from orchestrator.runner.dispatch import ExecutorChoice
+    from orchestrator.runner.executors.dispatch import ExecutorChoice
 
     local = ExecutorChoice("local", None)
     ray_matrix, local_matrix = SimpleNamespace(executor="ray"), SimpleNamespace(executor="local")

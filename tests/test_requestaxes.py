@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.analysis.requestaxes import constraint_table, divergence_markers, stream_pairs
+from orchestrator.analysis.report.requestaxes import constraint_table, divergence_markers, stream_pairs
 from orchestrator.core.stats import BootstrapSettings
 
 SETTINGS = BootstrapSettings(resamples=2000, rng_seed=1)

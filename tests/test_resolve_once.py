@@ -1,4 +1,4 @@
-"""A run resolves each stack and suite it uses once (runner/resolve.py); nothing else below the CLI turns a
+"""A run resolves each stack and suite it uses once (runner/config/resolve.py); nothing else below the CLI turns a
 stack or suite *name* into its definition.
 
 The AST check is by what code does, not by today's function names: outside the resolving modules it flags
@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 
 import orchestrator
-from orchestrator.runner.matrixfile import load_matrix
-from orchestrator.runner.resolve import RunAssets
-from orchestrator.runner.runs import recorded_matrix, start_run_in
-from orchestrator.runner.tasks import SuiteError
+from orchestrator.runner.config.matrixfile import load_matrix
+from orchestrator.runner.config.resolve import RunAssets
+from orchestrator.runner.run.runs import recorded_matrix, start_run_in
+from orchestrator.runner.suites.tasks import SuiteError
 from orchestrator.serving.registry import REPO_ROOT
 
 PACKAGE = Path(orchestrator.__file__).resolve().parent
 # Where a name may become a definition: the resolver, the two primitives it calls, and the CLI.
-RESOLVING = {"runner/resolve.py", "serving/registry.py", "runner/tasks.py", "serving/yamlfiles.py"}
+RESOLVING = {"runner/config/resolve.py", "serving/registry.py", "runner/suites/tasks.py", "serving/yamlfiles.py"}
 PRIMITIVES = {
     "load_stack",
     "load_suite",
@@ -43,9 +43,10 @@ DEFINITION_DIRS = {"stacks", "seeds"}
 RAW_YAML = {"safe_load", "load", "full_load", "unsafe_load", "safe_load_all", "load_all"}
 # Functions that read today's checkout as a whole, by design, with the reason (no name is looked up):
 CHECKOUT_WIDE = {
-    ("runner/provenance.py", "fingerprint"): "the sha256 of every file of today's checkout, recorded at a run's start",
-    ("runner/provenance.py", "snapshot_stacks"): "copies today's stacks into a new run (its snapshot)",
-    ("runner/matrixfile.py", "load_matrix"): "a matrix file of the checkout: a new run's entry point",
+    ("runner/run/provenance.py", "fingerprint"): "the sha256 of every file of today's checkout, recorded at a run's "
+    "start",
+    ("runner/run/provenance.py", "snapshot_stacks"): "copies today's stacks into a new run (its snapshot)",
+    ("runner/config/matrixfile.py", "load_matrix"): "a matrix file of the checkout: a new run's entry point",
     ("serving/compose.py", "launchable_stacks"): "the `compose` command renders compose/ from every stack (no run)",
     ("serving/compose.py", "write_all"): "writes compose/<stack>.yaml for every stack (no run)",
 }
@@ -136,7 +137,7 @@ def name_lookups(package: Path) -> dict[tuple[str, str], list[str]]:
 def test_no_function_below_the_cli_looks_a_stack_or_suite_up_by_name() -> None:
     lookups = name_lookups(PACKAGE)
     unexpected = {key: found for key, found in lookups.items() if key not in CHECKOUT_WIDE and key not in NOT_YET}
-    assert not unexpected, "resolve it in runner/resolve.py and carry the object instead:\n" + "\n".join(
+    assert not unexpected, "resolve it in runner/config/resolve.py and carry the object instead:\n" + "\n".join(
         f"{module}:{function}: {'; '.join(found)}" for (module, function), found in sorted(unexpected.items())
     )
     assert not (NOT_YET - set(lookups)), f"no longer looks anything up: drop from NOT_YET: {NOT_YET - set(lookups)}"
@@ -156,7 +157,8 @@ def test_no_function_below_the_cli_looks_a_stack_or_suite_up_by_name() -> None:
 def test_the_check_catches_a_new_lookup_by_its_shape(tmp_path: Path, source: str) -> None:
     (tmp_path / "runner").mkdir()
     (tmp_path / "runner" / "newthing.py").write_text(source)
-    (tmp_path / "runner" / "resolve.py").write_text(source)  # the resolving module may
+    (tmp_path / "runner" / "config").mkdir()
+    (tmp_path / "runner" / "config" / "resolve.py").write_text(source)  # the resolving module may
     assert list(name_lookups(tmp_path)) and all(module == "runner/newthing.py" for module, _ in name_lookups(tmp_path))
 
 
@@ -169,8 +171,8 @@ SMOKE = REPO_ROOT / "matrices" / "cpu.yaml"
 def test_an_edit_to_a_suite_after_resolution_changes_nothing_the_run_records(tmp_path: Path) -> None:
     """A run resolves its suites at the start; editing seeds/ mid-run changes neither what later cells record nor
     the run's snapshot. (The checkout's suite is edited in a copy of the seeds directory, not in place.)"""
-    from orchestrator.runner.cellconfig import cell_config
-    from orchestrator.runner.matrix import expand
+    from orchestrator.runner.config.cellconfig import cell_config
+    from orchestrator.runner.config.matrix import expand
 
     seeds = tmp_path / "seeds"
     shutil.copytree(REPO_ROOT / "seeds", seeds)
@@ -218,14 +220,14 @@ def test_an_older_run_gets_todays_suite_only_when_it_is_the_recorded_one(tmp_pat
 
 
 def test_validation_never_starts_an_mcp_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.runner import mcpclient
+    from orchestrator.runner.suites import mcpclient
 
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("validation started an MCP server")
 
     monkeypatch.setattr(mcpclient, "list_server_tools", refuse)
     monkeypatch.setattr(mcpclient.McpToolServer, "start", refuse)
-    from orchestrator.runner import tasks
+    from orchestrator.runner.suites import tasks
 
     tasks._listed_tools.cache_clear()
     matrix, _ = load_matrix(REPO_ROOT / "matrices" / "product-cpu.yaml")
@@ -257,9 +259,9 @@ def test_each_definition_is_read_once_per_run_not_per_cell(monkeypatch: pytest.M
     definition its matrix entry was resolved to (never a fresh read, which on a resume would be today's)."""
     from collections import Counter
 
-    from orchestrator.runner import resolve
-    from orchestrator.runner.cellconfig import cell_config
-    from orchestrator.runner.matrix import expand
+    from orchestrator.runner.config import resolve
+    from orchestrator.runner.config.cellconfig import cell_config
+    from orchestrator.runner.config.matrix import expand
 
     reads: Counter[str] = Counter()
     read = resolve.read_bytes_bounded

@@ -1,4 +1,4 @@
-"""The run directory's contract (core/runcontract.py, runner/rundir.py): a turn record written by the runner's
+"""The run directory's contract (core/runcontract.py, runner/store/rundir.py): a turn record written by the runner's
 store reads back, field for field, through every reader of a run; versions old and unknown."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
-from orchestrator.analysis.diff import load_run as diff_run
-from orchestrator.analysis.notebook import load_run as notebook_run
-from orchestrator.analysis.report import long_table
-from orchestrator.analysis.triage import load_facts
+from orchestrator.analysis.compare.rundiff import load_run as diff_run
+from orchestrator.analysis.report.notebook import load_run as notebook_run
+from orchestrator.analysis.report.report import long_table
+from orchestrator.analysis.triage.triage import load_facts
 from orchestrator.cli.outcomerows import STATS_FIELDS, TurnOutcomeRow, decode_outcome_rows, outcome_frame
 from orchestrator.core.jsonl import read_jsonl_batches
 from orchestrator.core.runcontract import READERS, CellFile, RunManifest, upgraded
 from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SCHEMA_VERSION, TurnRecord
-from orchestrator.runner.rundir import RunDir, open_run
-from orchestrator.runner.store import RunStore, StoreError
-from orchestrator.runner.turnview import FIRST_TURN_FIELDS, OFFSET_KEY, REPORT_FIELDS
+from orchestrator.runner.store.rundir import RunDir, open_run
+from orchestrator.runner.store.runstore import RunStore, StoreError
+from orchestrator.runner.store.turnview import FIRST_TURN_FIELDS, OFFSET_KEY, REPORT_FIELDS
 from tests.conftest import committed_runs
 
 SMALL = next(run for run in committed_runs() if run.name == "20261203T173011Z-diffcheck-98d599")
@@ -189,8 +189,8 @@ def test_a_command_reads_the_manifest_once(run: Path) -> None:
 
 
 # Commands that write into a run directory keep the runner's store: `matrix --resume` (cli/execution.py) and
-# `images --into` (cli/images.py). Every other command reads a run through runner/rundir.py.
-WRITERS = {("cli", "execution.py"), ("cli", "images.py")}
+# `images --into` (cli/images_command.py). Every other command reads a run through runner/store/rundir.py.
+WRITERS = {("cli", "execution.py"), ("cli", "images_command.py")}
 
 
 def test_analysis_and_cli_open_recorded_runs_through_the_reader() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from orchestrator.core.sampling import sampling_seed
 from orchestrator.core.types import TurnRecord
-from orchestrator.runner.agent import run_seed
+from orchestrator.runner.turn.agent import run_seed
 from tests.fakes.scripted import Reply, chat_reply, scripted_server
 from tests.test_agent_integrity import context
 

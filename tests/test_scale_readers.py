@@ -1,4 +1,4 @@
-"""The readers that make `report` and `stats` scale (runner/turnview.py, core/jsonl.py's bulk reader,
+"""The readers that make `report` and `stats` scale (runner/store/turnview.py, core/jsonl.py's bulk reader,
 cli/outcomerows.py) and the batched bootstrap (core/stats.py): each must give exactly what the plain path
 gives, on the committed example runs and on hostile input; they change how fast and how lean, never what."""
 
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis.drilldown import DrillFields
-from orchestrator.analysis.report import write_report
+from orchestrator.analysis.report.drilldown import DrillFields
+from orchestrator.analysis.report.report import write_report
 from orchestrator.cli import TurnOutcomeRow
 from orchestrator.cli.outcomerows import OutcomeRow, decode_outcome_rows, outcome_frame
 from orchestrator.core import jsonl
@@ -30,10 +30,10 @@ from orchestrator.core.stats import (
     bootstrap_mean_intervals,
     cell_table,
 )
-from orchestrator.runner import storedamage
-from orchestrator.runner.store import RunStore, counted_turns
-from orchestrator.runner.storedamage import LineError, turn_record, view_record
-from orchestrator.runner.turnview import OFFSET_KEY, VIEW_FIELDS, FirstTurnFields
+from orchestrator.runner.store import storedamage
+from orchestrator.runner.store.runstore import RunStore, counted_turns
+from orchestrator.runner.store.storedamage import LineError, turn_record, view_record
+from orchestrator.runner.store.turnview import OFFSET_KEY, VIEW_FIELDS, FirstTurnFields
 from tests.cliinprocess import orchestrate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -350,7 +350,7 @@ def test_a_bootstrap_past_one_block_draws_in_blocks(monkeypatch: pytest.MonkeyPa
 
 def test_the_report_reads_views_not_full_records() -> None:
     """What made `report` hold ~12 KB a turn: every field of every record. The report's run must hold views."""
-    from orchestrator.analysis.report import load_run
+    from orchestrator.analysis.report.report import load_run
 
     run = load_run(RunStore(next(p for p in EXAMPLES if "stream" in p.name)))
     records = [r for turns in run.by_cell.values() for r in turns]
@@ -412,7 +412,7 @@ def test_the_report_command_leaves_the_collector_as_it_found_it(tmp_path: Path) 
 
 
 def test_a_resume_keeps_a_torn_fragment_once(tmp_path: Path) -> None:
-    from orchestrator.runner import storerepair
+    from orchestrator.runner.store import storerepair
 
     good = json.dumps({**GOOD, "end": "turn_cap"}).encode()
     store = _store_with(tmp_path, [good])
@@ -441,7 +441,7 @@ def test_stats_refuses_bootstrap_options_out_of_range(option: list[str], tmp_pat
 def _parallel_run(directory: Path) -> Path:
     """A run of the parallel suite (no committed example has one): two cells, streamed and not, text-parsed and
     server-parsed calls, a refused seed, a later turn."""
-    from orchestrator.runner.tasks import load_suite
+    from orchestrator.runner.suites.tasks import load_suite
 
     suite = load_suite("parallel")
     run = directory / "20260101T000000Z-parallel-000000"
@@ -510,7 +510,7 @@ class _Spy(dict):
 def test_every_field_the_report_reads_is_in_the_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Over every committed run and a parallel-suite run: the keys read of a first turn are view fields, those
     read of a later turn are fields a later turn's view keeps (the first-turn fields are decoded on turn 0 only)."""
-    from orchestrator.analysis import parallel
+    from orchestrator.analysis.report import parallel
 
     read = RunStore.read_turns
     monkeypatch.setattr(RunStore, "read_turns", lambda self, view=False: [_Spy(r) for r in read(self)])

@@ -30,7 +30,7 @@ from orchestrator.core.redact import (
     redact_matrix,
     scrub,
 )
-from orchestrator.runner.store import RunStore
+from orchestrator.runner.store.runstore import RunStore
 from orchestrator.serving.registry import REPO_ROOT
 
 SECRET = "sk-tcm-" + secrets.token_hex(16)

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.runner.provenance import run_stacks
-from orchestrator.runner.store import StoreError
+from orchestrator.runner.run.provenance import run_stacks
+from orchestrator.runner.store.runstore import StoreError
 from orchestrator.serving.registry import InvalidStackError, load_stack, read_stack_file
 from orchestrator.serving.yamlfiles import MAX_DEPTH
 

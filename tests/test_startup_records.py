@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner.matrix import expand
-from orchestrator.runner.matrixfile import load_matrix
+from orchestrator.runner.config.matrix import expand
+from orchestrator.runner.config.matrixfile import load_matrix
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from orchestrator.analysis.diffstats import FLOAT_NOISE, paired_bootstrap
-from orchestrator.analysis.report import long_table
+from orchestrator.analysis.compare.diffstats import FLOAT_NOISE, paired_bootstrap
+from orchestrator.analysis.report.report import long_table
 from orchestrator.core.stats import (
     MAX_DRAW_INDICES,
     BootstrapSettings,
@@ -19,7 +19,7 @@ from orchestrator.core.stats import (
     cell_stats,
     cell_table,
 )
-from orchestrator.runner.store import RunStore
+from orchestrator.runner.store.runstore import RunStore
 from tests.test_cli_core import run, write_jsonl
 
 DATASETS = {

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.analysis.report import long_table
-from orchestrator.runner.store import RunStore, counted_turns
+from orchestrator.analysis.report.report import long_table
+from orchestrator.runner.store.runstore import RunStore, counted_turns
 
 BASE: dict[str, Any] = {
     "run_id": "r",

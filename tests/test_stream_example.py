@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from orchestrator.analysis.reclassify import reclassify
+from orchestrator.analysis.report.reclassify import reclassify
 from orchestrator.core.constraints import CONSTRAINT_FLAGS, REQUIRED_IGNORED, UNJUDGED_TRUNCATED
-from orchestrator.runner.provenance import run_stacks
-from orchestrator.runner.store import RunStore
-from orchestrator.runner.streamstore import attempt_key, read_streams
+from orchestrator.runner.run.provenance import run_stacks
+from orchestrator.runner.store.runstore import RunStore
+from orchestrator.runner.store.streamstore import attempt_key, read_streams
 from tests.conftest import committed_runs
 
 STREAMED_RUNS = [run for run in committed_runs() if (run / "streams").is_dir()]

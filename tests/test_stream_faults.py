@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from orchestrator.core.types import Outcome, SeedEnd, ToolsMode, TurnRecord
-from orchestrator.runner.agent import SeedContext, run_seed
-from orchestrator.runner.tasks import load_suite
+from orchestrator.runner.suites.tasks import load_suite
+from orchestrator.runner.turn.agent import SeedContext, run_seed
 from orchestrator.serving.chatapi import Decoding, post_chat_stream
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.streaming import StreamTimeouts

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.analysis.reclassify import reclassify
+from orchestrator.analysis.report.reclassify import reclassify
 from orchestrator.core.labelling import StreamInput, label_turn
 from orchestrator.core.streams import INDEX_COLLISION_FLAG, StreamEvent, assemble
 from orchestrator.core.types import Outcome
-from orchestrator.runner.streamstore import StreamStore, read_streams
+from orchestrator.runner.store.streamstore import StreamStore, read_streams
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.streaming import parse_stream_text
 from tests.cliinprocess import orchestrate

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.runner.store import counted_turns
+from orchestrator.runner.store.runstore import counted_turns
 from tests.conftest import REPLAY_DIR
 
 pytestmark = pytest.mark.server

@@ -11,8 +11,8 @@ import pytest
 
 from orchestrator.core.modes import call_schema
 from orchestrator.core.types import Classification, Outcome, ParsedCall, ToolsMode
-from orchestrator.runner.modes import build_request, continue_messages, initial_messages, template_sha256
-from orchestrator.runner.tasks import Seed, Suite, answer_correct, execute, load_suite
+from orchestrator.runner.suites.tasks import Seed, Suite, answer_correct, execute, load_suite
+from orchestrator.runner.turn.prompts import build_request, continue_messages, initial_messages, template_sha256
 from orchestrator.serving.registry import REPO_ROOT
 
 SUITES = ["aggregation", "dependency-chain", "ops"]

@@ -54,7 +54,7 @@ def test_the_width_estimate_is_what_rich_draws(run: Path) -> None:
     from rich.console import Console
     from rich.measure import Measurement
 
-    from orchestrator.analysis.views import natural_width, wide_view
+    from orchestrator.analysis.report.views import natural_width, wide_view
 
     wide = pd.read_csv(run / "report" / "cells_wide.csv", index_col=0)
     console = Console(width=100)

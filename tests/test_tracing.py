@@ -1,4 +1,4 @@
-"""OpenTelemetry traces (runner/tracing.py): off without an OTLP endpoint (nothing imported, nothing installed);
+"""OpenTelemetry traces (runner/turn/tracing.py): off without an OTLP endpoint (nothing imported, nothing installed);
 with one, spans are POSTed to it over OTLP http/protobuf; and on a real matrix run against llama-server, one
 `turn` span per turn record, under the `seed` span of its seed, under the `launch` span of its server."""
 
@@ -25,11 +25,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rich.console import Console
 
 from orchestrator.core.types import Outcome, SeedEnd, TokenCounts, ToolsMode, TurnRecord
-from orchestrator.runner import tracing
-from orchestrator.runner.matrixfile import load_matrix
-from orchestrator.runner.runs import start_run
-from orchestrator.runner.seedpool import map_seeds
-from orchestrator.runner.sweep import Sweep
+from orchestrator.runner.config.matrixfile import load_matrix
+from orchestrator.runner.run.runs import start_run
+from orchestrator.runner.sweep.seedpool import map_seeds
+from orchestrator.runner.sweep.sweep import Sweep
+from orchestrator.runner.turn import tracing
 from orchestrator.serving.serverconfig import ModelRef, ServerConfig
 
 CONFIG = ServerConfig(stack="llamacpp", tool_config="jinja", launcher="process", model=ModelRef(name="m"))
@@ -89,7 +89,8 @@ def fake_loop(ctx: Any, write: Any, heartbeat: Any = None) -> TurnRecord:
 
 OFF_PROBE = """
 import json, sys
-from orchestrator.runner import sweep, tracing  # the sweep and all it imports: no OpenTelemetry among them
+from orchestrator.runner.sweep import sweep  # the sweep and all it imports: no OpenTelemetry among them
+from orchestrator.runner.turn import tracing  # the sweep and all it imports: no OpenTelemetry among them
 loop = lambda *a, **k: None
 with tracing.exporting():
     tracing.request_started()

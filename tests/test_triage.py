@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.analysis.triage import VERDICTS, triage_run
+from orchestrator.analysis.triage.triage import VERDICTS, triage_run
 from orchestrator.cli import app
 from tests.conftest import REPO
 
@@ -406,7 +406,7 @@ def test_the_model_verdict_says_how_alike_the_same_request_went_on_each_peer() -
 
 def test_verdicts_come_out_when_the_run_cannot_be_written_to(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Saving report/triage.json is an extra: a full disk or a read-only run still gets every verdict printed."""
-    import orchestrator.runner.store as store
+    import orchestrator.runner.store.runstore as store
 
     def full(*_args: Any, **_kwargs: Any) -> None:
         raise OSError(28, "No space left on device")

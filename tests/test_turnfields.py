@@ -8,11 +8,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from orchestrator.analysis.notebook import NotebookTurn
+from orchestrator.analysis.report.notebook import NotebookTurn
 from orchestrator.cli.outcomerows import STATS_FIELDS, OutcomeRow, TurnOutcomeRow
 from orchestrator.core.turnfields import Read, lean_type, lean_typeddict
 from orchestrator.core.types import Outcome, TurnRecord
-from orchestrator.runner.turnview import FIRST_TURN_FIELDS, REPORT_FIELDS, TurnView
+from orchestrator.runner.store.turnview import FIRST_TURN_FIELDS, REPORT_FIELDS, TurnView
 
 
 @pytest.mark.parametrize("fields", [REPORT_FIELDS, FIRST_TURN_FIELDS, STATS_FIELDS])

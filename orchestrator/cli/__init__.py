@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.analysis.views import probe_view, run_summary, stats_view
+from orchestrator.analysis.report.views import probe_view, run_summary, stats_view
 from orchestrator.cli.outcomerows import TurnOutcomeRow, decode_outcome_rows, outcome_frame
 from orchestrator.core.cell import PRIMARY_AXES
 from orchestrator.core.jsonl import InputError, read_jsonl_batches
@@ -182,7 +182,7 @@ def compose_command(
 
 
 def _load_matrix(path: Path):
-    from orchestrator.runner.matrixfile import MatrixError, load_matrix
+    from orchestrator.runner.config.matrixfile import MatrixError, load_matrix
 
     try:
         return load_matrix(path)
@@ -193,7 +193,7 @@ def _load_matrix(path: Path):
 @app.command("validate")
 def validate_command(matrix_file: Annotated[Path, typer.Argument(help="matrices/*.yaml")]) -> None:
     """Check a matrix file and print the servers and cells it expands to; runs nothing."""
-    from orchestrator.runner.matrix import expand
+    from orchestrator.runner.config.matrix import expand
 
     matrix, digest = _load_matrix(matrix_file)
     plans = expand(matrix)
@@ -212,22 +212,22 @@ def validate_command(matrix_file: Annotated[Path, typer.Argument(help="matrices/
 
 
 def _print_wide(store_dir: Path) -> None:
-    from orchestrator.analysis.htmlreport import INDEX
-    from orchestrator.analysis.report import write_report
-    from orchestrator.runner.diskfull import named_writes
-    from orchestrator.runner.rundir import open_run
+    from orchestrator.analysis.report.htmlreport import INDEX
+    from orchestrator.analysis.report.report import write_report
+    from orchestrator.runner.store.diskfull import named_writes
+    from orchestrator.runner.store.rundir import open_run
 
     store = open_run(store_dir)
     markdown, results = None, []
     if store.run_manifest().channels:  # first: index.html shows the channel section
-        from orchestrator.analysis.productreport import write_channel_report
+        from orchestrator.analysis.product.productreport import write_channel_report
 
         markdown, results, _written = write_channel_report(store)
     with named_writes(store_dir / "report"):  # a full disk names the report directory
         long, wide, _written = write_report(store)
     run_summary(console, long, wide, store_dir.name, store_dir / "report" / INDEX)
     if markdown is not None:
-        from orchestrator.analysis.gate import format_gate_results
+        from orchestrator.analysis.product.gate import format_gate_results
 
         console.print(escape(markdown), highlight=False, soft_wrap=True)  # names in it are text, not markup
         if results:
@@ -240,7 +240,7 @@ Command = TypeVar("Command", bound=Callable[..., Any])
 def fails_on_full_disk(command: Command) -> Command:
     """A full disk (ENOSPC, EDQUOT, EFBIG) anywhere in a run is one clear error naming the file, no traceback:
     the sweep has stopped and its servers are down (their context managers ran), what was written is intact."""
-    from orchestrator.runner.diskfull import full_disk_error
+    from orchestrator.runner.store.diskfull import full_disk_error
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -281,11 +281,11 @@ def matrix_command(
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
     from orchestrator.cli.execution import check_executor, reopen
-    from orchestrator.runner.dispatch import run_sweep
-    from orchestrator.runner.guards import GuardConfigError
-    from orchestrator.runner.mcperror import McpError
-    from orchestrator.runner.runs import recorded_guards, start_run
-    from orchestrator.runner.tasks import SuiteError
+    from orchestrator.runner.executors.dispatch import run_sweep
+    from orchestrator.runner.run.runs import recorded_guards, start_run
+    from orchestrator.runner.suites.mcperror import McpError
+    from orchestrator.runner.suites.tasks import SuiteError
+    from orchestrator.runner.turn.guards import GuardConfigError
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
@@ -326,11 +326,11 @@ def report_command(
 ) -> None:
     """Long and wide tables (CSV, Parquet, Markdown, HTML) and the paper-compatible CSV, from stored results.
     All or nothing: on any error the existing report is left as it was."""
-    from orchestrator.analysis.drilldown import PAGES_DIR
-    from orchestrator.analysis.htmlreport import INDEX
-    from orchestrator.analysis.report import write_report
-    from orchestrator.runner.rundir import open_run
-    from orchestrator.runner.store import StoreError
+    from orchestrator.analysis.report.drilldown import PAGES_DIR
+    from orchestrator.analysis.report.htmlreport import INDEX
+    from orchestrator.analysis.report.report import write_report
+    from orchestrator.runner.store.rundir import open_run
+    from orchestrator.runner.store.runstore import StoreError
 
     def warn(message: str) -> None:
         err_console.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -343,7 +343,7 @@ def report_command(
     try:
         written = []
         if store.run_manifest().channels:  # first: index.html shows the channel section
-            from orchestrator.analysis.productreport import write_channel_report
+            from orchestrator.analysis.product.productreport import write_channel_report
 
             written += write_channel_report(store)[2]
         long, wide, tables = write_report(store, do_reclassify=reclassify)
@@ -366,4 +366,11 @@ def report_command(
 
 
 # Commands that explain a finished run live in their own modules; importing them registers them on `app`.
-from orchestrator.cli import audit, classify, diff, images, product, triage  # noqa: E402,F401
+from orchestrator.cli import (  # noqa: E402,F401
+    audit_command,
+    classify_command,
+    diff_command,
+    images_command,
+    product,
+    triage_command,
+)

@@ -1,6 +1,6 @@
 """How `orchestrate matrix` opens a run to resume, and which executor it asks for: `local` (one group after
 another in this process) or `ray` (spread over a Ray cluster). Both are checked before a run directory is made
-or a resume touches one; running the sweep is runner/dispatch.py's (`run_sweep`), which records the executor
+or a resume touches one; running the sweep is runner/executors/dispatch.py's (`run_sweep`), which records the executor
 in the manifest (a resume: in its entry)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.cli import fail
-from orchestrator.runner.dispatch import EXECUTORS, ExecutorChoice, connect
+from orchestrator.runner.executors.dispatch import EXECUTORS, ExecutorChoice, connect
 
 
 def recorded_executor(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def recorded_executor(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def check_tracing() -> None:
     """One clear error (exit 2) when the environment asks for traces and OpenTelemetry is not installed."""
-    from orchestrator.runner.tracing import TracingUnavailable, check_available
+    from orchestrator.runner.turn.tracing import TracingUnavailable, check_available
 
     try:
         check_available()
@@ -63,8 +63,8 @@ def reopen(resume: Path, allow_drift: bool, check: Callable[[Any, dict[str, Any]
     """The matrix and store of a run to resume, and what `check(matrix, manifest)` returns: all judged before
     the resume changes anything in the run."""
     from orchestrator.core.redact import REDACTED
-    from orchestrator.runner.runs import DriftError, recorded_matrix, resume_run
-    from orchestrator.runner.store import RunStore, StoreError
+    from orchestrator.runner.run.runs import DriftError, recorded_matrix, resume_run
+    from orchestrator.runner.store.runstore import RunStore, StoreError
 
     try:
         manifest = RunStore(resume).manifest()

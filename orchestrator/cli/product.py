@@ -15,10 +15,10 @@ from orchestrator.cli import app, console, fail
 @app.command("channels")
 def channels_command(run_dir: Annotated[Path, typer.Argument(help="results/<run_id>")]) -> None:
     """The model channel beside the product channel (majority vote per case), and the gates' verdicts."""
-    from orchestrator.analysis.gate import format_gate_results
-    from orchestrator.analysis.productreport import write_channel_report
-    from orchestrator.runner.rundir import open_run
-    from orchestrator.runner.store import StoreError
+    from orchestrator.analysis.product.gate import format_gate_results
+    from orchestrator.analysis.product.productreport import write_channel_report
+    from orchestrator.runner.store.rundir import open_run
+    from orchestrator.runner.store.runstore import StoreError
 
     try:
         markdown, results, written = write_channel_report(open_run(run_dir))
@@ -36,10 +36,10 @@ def gate_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per gate and group.")] = False,
 ) -> None:
     """Check the run's release gates; exit 1 when one fails (or checked nothing), 2 when none is declared."""
-    from orchestrator.analysis.gate import GateError, format_gate_results, gates_passed
-    from orchestrator.analysis.productreport import gate_results
-    from orchestrator.runner.rundir import open_run
-    from orchestrator.runner.store import StoreError
+    from orchestrator.analysis.product.gate import GateError, format_gate_results, gates_passed
+    from orchestrator.analysis.product.productreport import gate_results
+    from orchestrator.runner.store.rundir import open_run
+    from orchestrator.runner.store.runstore import StoreError
 
     try:
         results = gate_results(open_run(run_dir))
@@ -71,14 +71,14 @@ def ablate_command(
     """Rerun the product channel with each guard off (same cases, samples, sampling seeds, stack configs; the
     servers started once) into RUN_DIR/<run_id>-ablation/, resumable; report each guard's paired change and
     its interval."""
-    from orchestrator.analysis.productreport import write_ablation_report
+    from orchestrator.analysis.product.productreport import write_ablation_report
     from orchestrator.cli.execution import check_tracing
-    from orchestrator.runner.ablation import AblationError, config_matches, open_ablation
-    from orchestrator.runner.dispatch import run_sweep
-    from orchestrator.runner.mcperror import McpError
-    from orchestrator.runner.rundir import open_run
-    from orchestrator.runner.store import StoreError
-    from orchestrator.runner.tasks import SuiteError
+    from orchestrator.runner.executors.dispatch import run_sweep
+    from orchestrator.runner.product.ablationrun import AblationError, config_matches, open_ablation
+    from orchestrator.runner.store.rundir import open_run
+    from orchestrator.runner.store.runstore import StoreError
+    from orchestrator.runner.suites.mcperror import McpError
+    from orchestrator.runner.suites.tasks import SuiteError
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()

@@ -20,7 +20,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 def slug(text: str) -> str:
     """A file-name-safe form of a label: letters, digits and `_ . -` only, so never a path (no `/`), and never
     starting with `.` (no `..`, no hidden file). The matrix refuses names that would collide or run long
-    (runner/matrixentries.py, runner/matrixchecks.py); this is the last line, for ids built anywhere."""
+    (runner/config/matrixentries.py, runner/config/matrixchecks.py); this is the last line, for ids built anywhere."""
     safe = _UNSAFE.sub("_", text)
     return "_" + safe[1:] if safe.startswith(".") else safe
 

@@ -1,6 +1,6 @@
 """Gate expressions, `<channel>.<set>.<dimension> <op> <threshold>` (e.g. `product.core.answer >= 12/14`):
 parsed here, in the pure core, so a matrix file's gates are checked when it is loaded; evaluated in
-analysis/gate.py."""
+analysis/product/gate.py."""
 
 from __future__ import annotations
 

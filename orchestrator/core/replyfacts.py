@@ -19,7 +19,7 @@ TRUNCATED_FLAG = "truncated:max_tokens"  # generation was cut at max_tokens (fin
 # The server used fewer prompt tokens than the prompt it was sent renders to: it dropped part of it silently (an
 # overflow it refuses is `refused:context_overflow` instead).
 PROMPT_TRUNCATED_FLAG = "truncated:prompt"
-# raw-template: the model's own template would not render the next prompt (no request sent; runner/agent.py).
+# raw-template: the model's own template would not render the next prompt (no request sent; runner/turn/agent.py).
 TEMPLATE_FAILURE_DETAIL = "template:render_failed"
 PROMPT_COUNT_UNAVAILABLE_FLAG = "prompt_count:unavailable"  # the stack can count a prompt but did not: unchecked
 CACHE_NOT_CLEARED_FLAG = "cache:not_cleared"  # the seed's start could not clear the server's prompt cache

@@ -1,7 +1,8 @@
 """The run directory's contract: what `results/<run_id>/` holds, one typed definition each, versioned.
 
 - `manifest.json`: `RunManifest`;
-- `cells/<cell_id>.json`: `CellFile` (written by runner/cellconfig.py `cell_config`, then completed by the sweep);
+- `cells/<cell_id>.json`: `CellFile` (written by runner/config/cellconfig.py `cell_config`, then completed by the
+  sweep);
 - `turns.jsonl`: `TurnRecord` (core/types.py), one a line; the lean readers of it are derived from it
   (core/turnfields.py).
 
@@ -14,7 +15,7 @@ the current shape as it is read; a newer version than this code knows is one cle
 
 The models validate what the readers rely on and keep every other key as it stands (`extra="allow"`): a run
 written by a later minor change, or a key a command adds (`resumes`, `images`, `config_mismatch`, a cell's
-`error`), reads unchanged. Pure data: no I/O here (runner/rundir.py reads the files).
+`error`), reads unchanged. Pure data: no I/O here (runner/store/rundir.py reads the files).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _same(data: JsonObject) -> JsonObject:
 Reader = Callable[[JsonObject], JsonObject]
 # Per older version: how its files are brought to the next version's shape (chained up to SCHEMA_VERSION). A
 # version bump adds its reader here; the bulk turn readers take a version as it stands only when its reader is
-# `_same` (runner/turnview.py), so a record that needs rewriting always goes through `upgraded`.
+# `_same` (runner/store/turnview.py), so a record that needs rewriting always goes through `upgraded`.
 READERS: dict[int, Reader] = {1: _same}
 if set(READERS) | {SCHEMA_VERSION} != KNOWN_SCHEMA_VERSIONS:  # a version bump without a reader for the old one
     raise RuntimeError(f"schema versions {sorted(KNOWN_SCHEMA_VERSIONS)}: readers for {sorted(READERS)} only")
@@ -100,7 +101,7 @@ class RunManifest(_Recorded):
     finished: str | None = None
     wall_s: float | None = None
     resumes: list[JsonObject] | None = None
-    images: JsonObject | None = None  # cli/images.py: the images resolved for the run
+    images: JsonObject | None = None  # cli/images_command.py: the images resolved for the run
     ablation: JsonObject | None = None  # an ablation run: its parent and guards
     executor: JsonObject | None = None  # the executor (local or ray) the run last ran on
     config_mismatch: list[str] | None = None  # an ablation: its cells whose stack config differs from the parent's
@@ -113,7 +114,7 @@ class RunManifest(_Recorded):
 
 class CellFile(_Recorded):
     """cells/<cell_id>.json: one cell's full stack config (what ran, what the server said, what was sent) and
-    its state. Written whole at a cell's start (runner/cellconfig.py), completed by the sweep."""
+    its state. Written whole at a cell's start (runner/config/cellconfig.py), completed by the sweep."""
 
     cell_id: str
     order: int | None = None

@@ -31,7 +31,7 @@ def server_config(
     progress: Progress = print,
     spec: StackSpec | None = None,
 ) -> ServerConfig:
-    """`spec`: the run's resolved definition of `stack` (runner/resolve.py); without it (the `probe` command,
+    """`spec`: the run's resolved definition of `stack` (runner/config/resolve.py); without it (the `probe` command,
     tests) the stack is read from the checkout here."""
     spec = spec if spec is not None else load_stack(stack)
     tool_config = tool_config or spec.default_tool_config

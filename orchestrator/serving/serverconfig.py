@@ -62,7 +62,7 @@ class ServerConfig(BaseModel):
     gpu_ids: list[str] | None = Field(
         None, description="Docker: these GPUs by id (the Ray executor passes the ones Ray gave the group), not any N."
     )
-    # The stack's definition as the run resolved it (runner/resolve.py): starting and probing the server use it,
+    # The stack's definition as the run resolved it (runner/config/resolve.py): starting and probing the server use it,
     # never a fresh read of stacks/. Not part of a record (the cell config records what it decides).
     spec: StackSpec | None = Field(None, exclude=True, repr=False)
 

@@ -1,0 +1,1 @@
+"""Trajectories from other harnesses, recounted."""

@@ -1,0 +1,1 @@
+"""Two runs, or two stack configs of one run, compared seed by seed."""

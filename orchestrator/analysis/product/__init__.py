@@ -1,0 +1,1 @@
+"""The product channel's verdicts, what each guard contributes, and release gates."""

@@ -1,0 +1,1 @@
+"""Tables, the HTML page and its drill-down, terminal views and the notebook reader."""

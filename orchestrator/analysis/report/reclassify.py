@@ -1,0 +1,113 @@
+"""`report --reclassify`: recompute every stored turn's label from its raw answer (a streamed turn from its raw
+events in the run's side files) with the one labeller, so a run's outcomes can be checked against the code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from orchestrator.core.classify import AUTO_FORMAT
+from orchestrator.core.constraints import request_semantics
+from orchestrator.core.labelling import StreamInput, label_turn
+from orchestrator.core.replyfacts import CACHE_NOT_CLEARED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG, PROMPT_TRUNCATED_FLAG
+from orchestrator.core.streams import StreamEvent
+from orchestrator.core.types import TransportError
+from orchestrator.runner.store.runstore import turn_key
+from orchestrator.runner.store.streamstore import attempt_key
+from orchestrator.serving.stackspec import StackSpec
+
+# Flags the runner sets (the rest are read from the answer, so --reclassify recomputes them): the cache family
+# and the prompt-count facts (truncated:prompt shares its family with truncated:max_tokens, read from the answer).
+RUNNER_FLAG_FAMILIES = frozenset({CACHE_NOT_CLEARED_FLAG.split(":")[0]})
+RUNNER_FLAGS = frozenset({PROMPT_TRUNCATED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG})
+HARNESS_ERRORS = frozenset({"template_error"})  # turns the harness could not send: no answer to recompute
+EVENTS_MISSING_FLAG = "stream:events_missing"  # a streamed turn whose side-file line is gone: kept as recorded
+
+def stream_input(turn: dict[str, Any], streams: dict[tuple[Any, ...], dict[str, Any]]) -> StreamInput | None:
+    """A streamed turn's events from the run's side file (None: not streamed, never a stream, or its events
+    are missing from the side files)."""
+    if not turn.get("stream_ref"):
+        return None
+    stored = streams.get(attempt_key(turn))
+    if stored is None:
+        return None
+    events = [StreamEvent.from_list(item) for item in stored.get("events") or []]
+    api = "ollama" if stored.get("api") == "ollama" else "openai"
+    cut = stored.get("cut") if stored.get("cut") in ("truncated", "stalled", "deadline") else None
+    return StreamInput(events=events, api=api, cut=cut)
+
+
+def reclassify(
+    turns: list[dict[str, Any]],
+    cells: dict[str, dict[str, Any]],
+    stacks: Callable[[str], StackSpec],
+    streams: dict[tuple[Any, ...], dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Recompute outcome/detail/calls/flags and the text call facts (call_format, text_calls,
+    text_call_recoverable) of every stored turn from its raw answer, with the signatures of `stacks` (a run's
+    own snapshot of its stack definitions, where it kept one) and the cell's recorded call_format (auto for a
+    cell recorded before it had one). A streamed turn is re-assembled from its raw events (`streams`: the
+    run's side files by attempt key), and constraint compliance is recomputed from the cell's semantics."""
+    retried = _retried_attempts(turns)
+    streams = streams or {}
+    out = []
+    for turn in turns:
+        harness_error = (turn.get("error") or {}).get("type") in HARNESS_ERRORS
+        if _attempt_key(turn) in retried or harness_error:  # a later attempt answered / nothing was sent
+            out.append(turn)
+            continue
+        stream = stream_input(turn, streams)
+        if turn.get("stream_ref") and stream is None:  # nothing to recompute from: the recorded verdict stands
+            out.append({**turn, "flags": [*(turn.get("flags") or []), EVENTS_MISSING_FLAG]})
+            continue
+        cell = cells.get(turn["cell_id"], {})
+        suite = turn.get("suite") or (cell.get("suites") or [None])[0]
+        tools = (cell.get("tools") or {}).get(suite, [])
+        error = turn.get("error") or {}
+        transport = None
+        if turn.get("http_status") is None and error.get("type") not in (None, "no_reply"):
+            transport = TransportError(kind=error["type"], message=str(error.get("body") or ""))
+        spec = stacks(turn.get("stack") or cell.get("stack", "openai"))
+        verdict = label_turn(
+            **spec.signatures(),
+            mode=turn["tools_mode"],
+            tools=tools,
+            http_status=turn.get("http_status"),
+            body=turn.get("raw_body"),
+            transport_error=transport,
+            call_format=cell.get("call_format") or AUTO_FORMAT,
+            stream=stream,
+            semantics=request_semantics(cell.get("tool_choice"), cell.get("parallel_tool_calls"), tools),
+        )
+        # Flags the runner added (not read from the answer) stay as recorded.
+        kept = [
+            flag
+            for flag in turn.get("flags") or []
+            if flag.split(":", 1)[0] in RUNNER_FLAG_FAMILIES or flag in RUNNER_FLAGS
+        ]
+        out.append(
+            {
+                **turn,
+                "outcome": verdict.outcome.value,
+                "detail": verdict.detail,
+                "calls": [c.model_dump() for c in verdict.calls],
+                "text_calls": [c.model_dump() for c in verdict.text_calls],
+                "text_call_recoverable": verdict.text_call_recoverable,
+                "call_format": verdict.call_format,
+                "finish_reason": verdict.finish_reason,
+                "flags": [*verdict.flags, *kept],
+                "constraint_honoured": verdict.constraint_honoured,
+            }
+        )
+    return out
+
+
+def _attempt_key(turn: dict[str, Any]) -> tuple[Any, ...]:
+    return (*turn_key(turn), turn.get("attempt", 0))
+
+
+def _retried_attempts(turns: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    """Attempts the run retried (a later attempt of the same turn exists). Recomputing them could make a
+    retried non-response eligible beside the turn's real answer and count the turn twice."""
+    keys = {_attempt_key(t) for t in turns}
+    return {key for key in keys if (*key[:4], key[4] + 1) in keys}

@@ -1,0 +1,1 @@
+"""Why a cell is low: one verdict per cell with its evidence."""

@@ -1,0 +1,1 @@
+"""Matrix files and the full stack config each cell records."""

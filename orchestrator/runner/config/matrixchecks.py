@@ -1,0 +1,53 @@
+"""Whole-matrix checks on what a matrix expands to (runner/config/matrix.py runs them when a matrix validates): every
+message starts with the field path it is about, so the loader can point at its line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from orchestrator.core.types import ToolsMode
+from orchestrator.runner.config.matrixentries import Exclude
+
+# (cell id, stack label, model name) of each cell, in expansion order.
+CellName = tuple[str, str, str]
+
+
+def check_cell_ids(cells: Iterable[CellName], *, max_length: int, max_cells: int) -> int:
+    """Refuse a matrix with no cell, too many cells, an id too long for a file name, or two cells whose
+    different names slug to one id (one would overwrite the other's files). Returns the cell count."""
+    owners: dict[str, tuple[str, str]] = {}
+    count = 0
+    for cell_id, stack, model in cells:
+        count += 1
+        if count > max_cells:
+            raise ValueError(f"models: the matrix expands to more than {max_cells} cells")
+        if len(cell_id) > max_length:
+            raise ValueError(
+                f"models: cell id {cell_id[:60]!r}… is {len(cell_id)} characters, at most {max_length} (it names "
+                f"files): shorten model {model[:40]!r} or stack {stack[:40]!r} (an id)"
+            )
+        owner = owners.setdefault(cell_id, (stack, model))
+        if owner != (stack, model):
+            raise ValueError(
+                f"models: stack {stack!r} with model {model!r} and stack {owner[0]!r} with model {owner[1]!r} "
+                f"give the same cell id {cell_id!r}: rename one of them"
+            )
+    if count == 0:
+        raise ValueError(
+            "exclude: the matrix has no cells (every stack, model and mode is excluded, or no model has a source "
+            "for a listed stack)"
+        )
+    return count
+
+
+def check_excludes(
+    rules: Sequence[Exclude], stack_names: set[str], model_names: set[str], modes: Sequence[ToolsMode]
+) -> None:
+    """An exclude rule names what the matrix has: a typo would silently exclude nothing."""
+    for index, rule in enumerate(rules):
+        if rule.stack is not None and rule.stack not in stack_names:
+            raise ValueError(f"exclude.{index}.stack: {rule.stack!r} is no stack label or stack of this matrix")
+        if rule.model is not None and rule.model not in model_names:
+            raise ValueError(f"exclude.{index}.model: {rule.model!r} is no model of this matrix")
+        if rule.mode is not None and rule.mode not in modes:
+            raise ValueError(f"exclude.{index}.mode: {rule.mode.value!r} is not in modes")

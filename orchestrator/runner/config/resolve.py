@@ -1,0 +1,221 @@
+"""Where a run's stacks and task suites come from, resolved once: the one module below the CLI that turns a
+stack or suite *name* into its definition. Everything else carries the resolved objects (a matrix's entries
+hold their `StackSpec` and `Suite`; the sweep, the cell config and the analysis take them from there).
+
+- A new run resolves from the checkout (`stacks/`, `seeds/`), and keeps the exact bytes of every suite it
+  read in its own snapshot (`<run>/seeds/`, beside the `<run>/stacks/` snapshot provenance keeps).
+- A resume, a reclassify and every analysis command resolve from the run's snapshot. A run recorded before
+  suites were snapshotted gets today's file copied in only when its sha256 is the one the run recorded in its
+  fingerprint (`provenance.seeds`); otherwise the name is one clear error, never a silent other definition.
+  A stack missing from the snapshot is read the same way (in place: the snapshot holds redacted copies), and
+  for a run that recorded no fingerprint at all (made before provenance was kept) today's stack file is used.
+- Resolution never starts an MCP server: a suite that takes its tools from one is listed when a run starts
+  (`listed_suites`), where the run starts that server anyway.
+
+`RunAssets` memoises: the first request for a name reads and validates its file, every later one returns the
+same object, so an edit to `seeds/*.yaml` during a long run changes nothing the run records.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationInfo
+
+from orchestrator.core.redact import REDACTED
+from orchestrator.runner.suites.tasks import Suite, SuiteError, parse_suite, with_listed_tools
+from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, UnknownStackError, parse_stack, stacks_dir
+from orchestrator.serving.stackspec import StackSpec
+from orchestrator.serving.yamlfiles import YamlInputError, decode_text, parse_yaml, read_bytes_bounded
+
+SUITES_SNAPSHOT = "seeds"  # <run>/seeds/<suite>.yaml: the suites a run used, byte for byte
+STACKS_SNAPSHOT = "stacks"  # <run>/stacks/<stack>.yaml: kept by runner/run/provenance.py (secrets redacted)
+CONTEXT_KEY = "assets"  # the pydantic validation context key a matrix's entries resolve through
+
+
+def checkout_seeds_dir() -> Path:
+    return REPO_ROOT / "seeds"
+
+
+class RunAssets:
+    """Stacks and suites of one run, each read once from its source (the checkout or a run's snapshot)."""
+
+    def __init__(
+        self,
+        stacks: Path,
+        seeds: Path,
+        *,
+        run_dir: Path | None = None,
+        recorded: Any = None,
+        allow_drift: bool = False,
+        launch: bool = False,
+    ) -> None:
+        self.stacks_dir = stacks
+        self.seeds_dir = seeds
+        self.launch = launch  # servers will be started from these stacks: a redacted snapshot will not do
+        self.allow_drift = allow_drift  # a resume or ablation told to go on with today's files (drift recorded)
+        self.run_dir = run_dir  # a recorded run: names missing from its snapshot are checked against `recorded`
+        self.recorded: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+        self._stacks: dict[str, StackSpec] = {}
+        self._suites: dict[str, Suite] = {}
+        self._suite_bytes: dict[str, bytes] = {}
+        self._lock = threading.RLock()  # seeds of one cell resolve concurrently (runner/sweep/seedpool.py)
+
+    def __eq__(self, other: object) -> bool:  # what was resolved, not where from (two validations agree)
+        if not isinstance(other, RunAssets):
+            return NotImplemented
+        return (self._stacks, self._suites) == (other._stacks, other._suites)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable memo: equal by content, so never a dict key
+
+    def __getstate__(self) -> dict[str, Any]:  # carried to Ray workers with the matrix: the lock stays here
+        return {key: value for key, value in self.__dict__.items() if key != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_checkout(cls) -> RunAssets:
+        return cls(stacks_dir(), checkout_seeds_dir())
+
+    @classmethod
+    def from_run(cls, run_dir: Path, provenance: Any, *, allow_drift: bool = False, launch: bool = False) -> RunAssets:
+        """A recorded run's own definitions; `provenance` is its manifest's fingerprint (sha256 per file).
+        `allow_drift` (a resume or an ablation that was told to go on, and records the drift): a name the
+        snapshot lacks is today's file even when it differs from the recorded one. `launch` (a resume, an
+        ablation: servers start from these stacks): a stack whose snapshot had a secret redacted is today's file,
+        only when it is byte for byte the one the run recorded."""
+        return cls(
+            run_dir / STACKS_SNAPSHOT,
+            run_dir / SUITES_SNAPSHOT,
+            run_dir=run_dir,
+            recorded=provenance,
+            allow_drift=allow_drift,
+            launch=launch,
+        )
+
+    def stack(self, name: str) -> StackSpec:
+        with self._lock:
+            if name not in self._stacks:
+                self._stacks[name] = parse_stack(self._stack_bytes(name), self.stacks_dir / f"{name}.yaml")
+            return self._stacks[name]
+
+    def suite(self, name: str) -> Suite:
+        """The suite as its file says (an MCP suite's tools not listed: see `listed_suites`)."""
+        with self._lock:
+            if name not in self._suites:
+                raw = self._file_bytes("seeds", self.seeds_dir, name, SuiteError, "task suite")
+                path = self.seeds_dir / f"{name}.yaml"
+                try:
+                    data = parse_yaml(decode_text(raw, path), path)[1]
+                except YamlInputError as exc:
+                    raise SuiteError(str(exc)) from None
+                self._suites[name] = parse_suite(data, path)
+                self._suite_bytes[name] = raw
+            return self._suites[name]
+
+    @property
+    def suites(self) -> Mapping[str, Suite]:
+        return dict(self._suites)
+
+    def snapshot_suites(self, run_dir: Path) -> dict[str, str]:
+        """Write every suite resolved so far into `<run>/seeds/`, byte for byte; {file name: sha256}."""
+        target = run_dir / SUITES_SNAPSHOT
+        target.mkdir(exist_ok=True)
+        digests = {}
+        for name, raw in sorted(self._suite_bytes.items()):
+            (target / f"{name}.yaml").write_bytes(raw)
+            digests[f"{name}.yaml"] = hashlib.sha256(raw).hexdigest()
+        return digests
+
+    def _stack_bytes(self, name: str) -> bytes:
+        raw = self._file_bytes("stacks", self.stacks_dir, name, UnknownStackError, "stack")
+        if not (self.launch and self.run_dir is not None and REDACTED.encode() in raw):
+            return raw
+        today = stacks_dir() / f"{name}.yaml"  # the unredacted original, if it is still the recorded file
+        expected = (self.recorded.get("stacks") or {}).get(f"{name}.yaml")
+        if today.is_file() and expected and hashlib.sha256(today.read_bytes()).hexdigest() == expected:
+            return read_bytes_bounded(today)
+        raise InvalidStackError(
+            f"{self.stacks_dir / name}.yaml: the run's snapshot had a secret redacted and today's stacks/{name}.yaml "
+            "is not the file the run recorded: a server cannot be started from it"
+        )
+
+    def _file_bytes(self, kind: str, directory: Path, name: str, missing: type[Exception], what: str) -> bytes:
+        path = directory / f"{name}.yaml"
+        if not path.is_file() and self.run_dir is not None:
+            path = self._recorded_file(kind, directory, name) or path
+        if not path.is_file():
+            why = (
+                f"; the run kept no copy of it and today's {kind}/{name}.yaml is not the file it recorded (sha256)"
+                if self.run_dir is not None
+                else ""
+            )
+            raise missing(_unknown(what, name, directory) + why)
+        try:
+            return read_bytes_bounded(path)
+        except YamlInputError as exc:
+            raise (SuiteError if kind == "seeds" else InvalidStackError)(str(exc)) from None
+
+    def _recorded_file(self, kind: str, directory: Path, name: str) -> Path | None:
+        """A name the run's snapshot lacks (a run recorded before suites were snapshotted): today's file only
+        when it is the one the run recorded (same sha256); a suite is then copied into the snapshot. A stack is
+        read in place (the snapshot holds redacted copies; a raw one could carry a secret), and for a run that
+        recorded no fingerprint at all (made before provenance was kept) today's stack is the only one there is.
+        """
+        today = (checkout_seeds_dir() if kind == "seeds" else stacks_dir()) / f"{name}.yaml"
+        if not today.is_file():
+            return None
+        if kind == "stacks" and not self.recorded:
+            return today
+        expected = (self.recorded.get(kind) or {}).get(f"{name}.yaml")
+        raw = today.read_bytes()
+        if (not expected or hashlib.sha256(raw).hexdigest() != expected) and not self.allow_drift:
+            return None
+        if kind == "stacks":
+            return today
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / today.name).write_bytes(raw)
+        return directory / today.name
+
+
+def _unknown(what: str, name: str, directory: Path) -> str:
+    known = sorted(path.stem for path in directory.glob("*.yaml"))
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close and what == "stack" else ""
+    return f"unknown {what} {name!r} (known: {', '.join(known)}){hint}"
+
+
+def assets_in(info: ValidationInfo) -> RunAssets:
+    """The assets a matrix is validated against: the caller's (a run's), else the checkout's. A matrix built
+    without a context (a test, a one-off) resolves from the checkout, as a new run does."""
+    context = info.context if isinstance(info.context, dict) else {}
+    assets = context.get(CONTEXT_KEY)
+    if isinstance(assets, RunAssets):
+        return assets
+    assets = RunAssets.from_checkout()
+    if isinstance(info.context, dict):  # one resolution for every entry of this validation
+        info.context[CONTEXT_KEY] = assets
+    return assets
+
+
+def validation_context(assets: RunAssets) -> dict[str, Any]:
+    return {CONTEXT_KEY: assets}
+
+
+def context_or_checkout(context: Any) -> Any:
+    """The caller's validation context; none given: one checkout resolution shared by the whole validation
+    (every entry of one matrix sees the same definitions, each read once)."""
+    return context if context is not None else validation_context(RunAssets.from_checkout())
+
+
+def listed_suites(suites: Mapping[str, Suite]) -> dict[str, Suite]:
+    """The suites with their MCP servers' tools listed: what a run offers the model. Starts each such server
+    (once per process): call it where the run starts, never while validating."""
+    return {name: with_listed_tools(suite, Path(SUITES_SNAPSHOT) / f"{name}.yaml") for name, suite in suites.items()}

@@ -1,0 +1,1 @@
+"""Where a run's server groups execute: this process, or Ray actors on a cluster."""

@@ -1,0 +1,1 @@
+"""The product channel beside the model channel, and its guard ablation."""

@@ -1,0 +1,1 @@
+"""A run's life outside the sweep: its directory, manifest, resume and provenance."""

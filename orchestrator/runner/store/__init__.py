@@ -1,0 +1,1 @@
+"""The run directory on disk: turns, cell files, streams, damage and repair."""

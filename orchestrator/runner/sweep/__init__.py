@@ -1,0 +1,1 @@
+"""Servers over their life and seeds over them: the one way a sweep runs."""
