@@ -45,7 +45,7 @@ def context(base_url: str, model: str, mode: ToolsMode, **overrides: object) -> 
 @pytest.fixture(scope="module")
 def ollama_url():
     config = server_config(
-        stack="ollama",
+        spec=load_stack("ollama"), stack="ollama",
         tool_config=None,
         launcher="process",
         model="x",

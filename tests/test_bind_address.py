@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.serving.build import server_config
 from orchestrator.serving.launchers import LaunchError, check_bind, pid_dir, running_server, start_server
+from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ServerConfig
 
 SMOL = "smollm2-135m-instruct"
@@ -22,7 +23,7 @@ LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1 as
 
 def config(launcher: str, binary: str | None, extra_args: list[str] | None = None) -> ServerConfig:
     return server_config(
-        stack="llamacpp",
+        spec=load_stack("llamacpp"), stack="llamacpp",
         tool_config="jinja",
         launcher=launcher,  # type: ignore[arg-type]
         model=SMOL,

@@ -16,6 +16,7 @@ import pytest
 from orchestrator.serving.assets import cache_root
 from orchestrator.serving.build import server_config
 from orchestrator.serving.launchers import LaunchError, cleanup, start_server
+from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ModelRef
 from tests.conftest import REPLAY_DIR
 
@@ -45,7 +46,7 @@ def test_ctrl_c_during_readiness_wait_leaves_no_process(replay_env: dict[str, st
     # Python's own handler installed (a pytest started with SIGINT ignored, e.g. `pytest &`, would drop it).
     run_id = f"test-interrupt-{os.getpid()}"
     config = server_config(
-        stack="sglang",
+        spec=load_stack("sglang"), stack="sglang",
         tool_config=None,
         launcher="process",
         model="m",
@@ -118,7 +119,7 @@ def _cmdline(pid: int) -> str:
 @pytest.mark.slow  # a real llama-server process
 def test_server_dying_during_wait_fails_at_once_with_log_tail(llama_server_binary: str) -> None:
     config = server_config(
-        stack="llamacpp",
+        spec=load_stack("llamacpp"), stack="llamacpp",
         tool_config="jinja",
         launcher="process",
         model="missing",
@@ -180,7 +181,8 @@ def test_an_interrupt_between_create_and_start_leaves_no_container(docker_client
 
     monkeypatch.setattr(launchers.DockerHandle, "_run_container", create_then_interrupt)
     config = server_config(
-        stack="llamacpp", tool_config="jinja", launcher="docker", model="m", model_path="/nonexistent/m.gguf"
+        spec=load_stack("llamacpp"), stack="llamacpp", tool_config="jinja", launcher="docker", model="m",
+        model_path="/nonexistent/m.gguf",
     )
     config = config.model_copy(update={"network": "host"})
     label = {"label": ["toolcall-matrix.managed=true", "toolcall-matrix.run-id=test-create-interrupt"]}
@@ -195,7 +197,9 @@ def test_cleanup_removes_what_a_sigkilled_run_left(docker_client, replay_env: di
     script = (
         "from orchestrator.serving.build import server_config\n"
         "from orchestrator.serving.launchers import start_server\n"
-        f"c = server_config(stack='ollama', tool_config=None, launcher='process', model='phi3',"
+        "from orchestrator.serving.registry import load_stack\n"
+        "c = server_config(spec=load_stack('ollama'), stack='ollama', tool_config=None, launcher='process',"
+        " model='phi3',"
         f" binary={str(REPLAY_DIR / 'ollama')!r}, ready_timeout_s=30)\n"
         "h = start_server(c, run_id='test-orphan')\n"
         "print(h.process.pid, flush=True)\n"

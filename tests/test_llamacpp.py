@@ -20,7 +20,7 @@ SMOL = "smollm2-135m-instruct"
 
 def config(model: str, tool_config: str, launcher: str, binary: str | None = None):
     return server_config(
-        stack="llamacpp",
+        spec=load_stack("llamacpp"), stack="llamacpp",
         tool_config=tool_config,
         launcher=launcher,
         model=model,

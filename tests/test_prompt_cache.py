@@ -144,7 +144,7 @@ def contents(bodies: list[dict]) -> list[str]:
 @pytest.mark.integration
 def test_llamacpp_reset_makes_a_seed_independent_of_earlier_traffic(llama_server_binary: str) -> None:
     config = server_config(
-        stack="llamacpp",
+        spec=load_stack("llamacpp"), stack="llamacpp",
         tool_config="jinja",
         launcher="process",
         model=QWEN,
@@ -179,7 +179,7 @@ def test_llamacpp_reset_makes_a_seed_independent_of_earlier_traffic(llama_server
 @pytest.mark.integration
 def test_vllm_reset_prefix_cache_on_the_real_server(vllm_python: str) -> None:
     config = server_config(
-        stack="vllm",
+        spec=load_stack("vllm"), stack="vllm",
         tool_config="default",
         launcher="process",
         model=QWEN,

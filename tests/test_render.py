@@ -22,7 +22,7 @@ DECODING = Decoding(temperature=0.0, max_tokens=24, seed=1)
 
 def config(model: str, binary: str, tool_config: str = "jinja"):
     return server_config(
-        stack="llamacpp",
+        spec=load_stack("llamacpp"), stack="llamacpp",
         tool_config=tool_config,
         launcher="process",
         model=model,

@@ -15,6 +15,7 @@ import pytest
 
 from orchestrator.serving.build import server_config
 from orchestrator.serving.launchers import running_server
+from orchestrator.serving.registry import load_stack
 from tests import bodies as b
 from tests.conftest import REPLAY_DIR
 
@@ -25,7 +26,7 @@ TOOL_CALL_ID = re.compile(r"^call_[a-z0-9]{8}$")  # Ollama server/routes.go tool
 @pytest.fixture(scope="module")
 def ollama() -> Iterator[str]:
     config = server_config(
-        stack="ollama",
+        spec=load_stack("ollama"), stack="ollama",
         tool_config=None,
         launcher="process",
         model="x",
@@ -39,7 +40,7 @@ def ollama() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def sglang(replay_env: dict[str, str], python_exe: str) -> Iterator[str]:
     config = server_config(
-        stack="sglang",
+        spec=load_stack("sglang"), stack="sglang",
         tool_config=None,
         launcher="process",
         model="qwen2.5-coder-0.5b",

@@ -10,6 +10,7 @@ from orchestrator.core.types import Outcome
 from orchestrator.serving.build import server_config
 from orchestrator.serving.launchers import running_server
 from orchestrator.serving.probe import probe
+from orchestrator.serving.registry import load_stack
 from tests import bodies as b
 from tests.conftest import REPLAY_DIR
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.server
 
 def ollama_config(model: str):
     return server_config(
-        stack="ollama",
+        spec=load_stack("ollama"), stack="ollama",
         tool_config=None,
         launcher="process",
         model=model,
@@ -64,7 +65,7 @@ def test_ollama_v1_refusal_envelope_and_stream_default() -> None:
 
 def sglang_config(tool_config: str | None, replay_env: dict[str, str], python_exe: str):
     return server_config(
-        stack="sglang",
+        spec=load_stack("sglang"), stack="sglang",
         tool_config=tool_config,
         launcher="process",
         model="qwen2.5-coder-0.5b",

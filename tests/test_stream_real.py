@@ -65,8 +65,8 @@ def message(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_llamacpp_streamed_answers_equal_plain_ones(llama_server_binary: str) -> None:
-    config = server_config(stack="llamacpp", tool_config="jinja", launcher="process", model=QWEN,
-                           binary=llama_server_binary, ready_timeout_s=180, progress=lambda _m: None)
+    config = server_config(spec=load_stack("llamacpp"), stack="llamacpp", tool_config="jinja", launcher="process",
+                           model=QWEN, binary=llama_server_binary, ready_timeout_s=180, progress=lambda _m: None)
     with running_server(config, run_id="test-stream") as handle:
         served = config.model.name
         for mode in (ToolsMode.NATIVE, ToolsMode.TEXT_TOOLS):
@@ -84,8 +84,8 @@ def test_llamacpp_streamed_answers_equal_plain_ones(llama_server_binary: str) ->
 
 
 def test_vllm_hermes_streams_tool_call_deltas_that_assemble_to_the_plain_call(vllm_python: str) -> None:
-    config = server_config(stack="vllm", tool_config="hermes", launcher="process", model=QWEN, python=vllm_python,
-                           ready_timeout_s=400, progress=lambda _m: None)
+    config = server_config(spec=load_stack("vllm"), stack="vllm", tool_config="hermes", launcher="process",
+                           model=QWEN, python=vllm_python, ready_timeout_s=400, progress=lambda _m: None)
     with running_server(config, run_id="test-stream") as handle:
         served = config.model.name
         got = both_ways(handle.base_url, "vllm", served, ToolsMode.NATIVE, {"tool_choice": "required"})

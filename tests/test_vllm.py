@@ -11,6 +11,7 @@ from orchestrator.core.types import Outcome
 from orchestrator.serving.build import server_config
 from orchestrator.serving.launchers import running_server
 from orchestrator.serving.probe import probe
+from orchestrator.serving.registry import load_stack
 from tests import bodies as b
 
 pytestmark = pytest.mark.integration
@@ -19,7 +20,7 @@ QWEN = "qwen2.5-coder-0.5b-instruct"
 
 def test_default_refused_then_hermes_answers(vllm_python: str) -> None:
     default = server_config(
-        stack="vllm",
+        spec=load_stack("vllm"), stack="vllm",
         tool_config="default",
         launcher="process",
         model=QWEN,

@@ -116,12 +116,14 @@ def probe_command(
     from orchestrator.serving.build import server_config
     from orchestrator.serving.launchers import LaunchError, install_termination_handler, running_server
     from orchestrator.serving.probe import probe
+    from orchestrator.serving.registry import load_stack
 
     install_termination_handler()
     results = []
     for name in model:
         try:
             config = server_config(
+                load_stack(stack),
                 stack=stack,
                 tool_config=tool_config,
                 launcher=launcher,

@@ -1,15 +1,15 @@
-"""Names -> objects: resolve a stack, tool configuration, launcher and model into a ServerConfig,
-provisioning the cached CPU assets it needs (binary, virtualenv, model files)."""
+"""A resolved stack (runner/config/resolve.py, or the CLI's `probe`) with its tool configuration, launcher and
+model -> a ServerConfig, provisioning the cached CPU assets it needs (binary, virtualenv, model files)."""
 
 from __future__ import annotations
 
 from orchestrator.serving.assets import Progress, ensure_llama_server, ensure_vllm_venv, resolve_model
-from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import LauncherKind, ModelRef, ServerConfig
 from orchestrator.serving.stackspec import Host, StackSpec
 
 
 def server_config(
+    spec: StackSpec,
     *,
     stack: str,
     tool_config: str | None,
@@ -29,11 +29,8 @@ def server_config(
     ready_timeout_s: float = 600.0,
     gpu_count: int | None = None,
     progress: Progress = print,
-    spec: StackSpec | None = None,
 ) -> ServerConfig:
-    """`spec`: the run's resolved definition of `stack` (runner/config/resolve.py); without it (the `probe` command,
-    tests) the stack is read from the checkout here."""
-    spec = spec if spec is not None else load_stack(stack)
+    """`spec`: the resolved definition of the stack file `stack` names (the name is what the run records)."""
     tool_config = tool_config or spec.default_tool_config
     spec.tool_config(tool_config)  # fail early on an unknown name
     if launcher == "process" and spec.launch is not None and not (binary or python):

@@ -60,7 +60,7 @@ def launch_config(matrix: Matrix, plan: ServerPlan) -> ServerConfig:
     try:
         model = model_ref_for(stack.stack, plan.models[0], stack.spec)
         return server_config(
-            spec=stack.spec,
+            stack.spec,
             stack=stack.stack,
             tool_config=stack.resolved_tool_config,
             launcher=stack.launcher,
