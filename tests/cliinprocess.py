@@ -15,7 +15,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from orchestrator.cli import app, console, err_console
 
 WIDE = {"COLUMNS": "200"}  # rich wraps tables to the terminal width, read from COLUMNS when it prints
 
@@ -26,10 +26,30 @@ def orchestrate(
     """The CLI's exit status, stdout and stderr. An exception the CLI does not turn into an exit status propagates
     (catch_exceptions=False): a crash fails the test with its traceback, as it would have shown one on stderr."""
     runner = CliRunner()
-    with _signal_handlers_kept(), contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
-        result = runner.invoke(app, list(args), env=dict(env or WIDE), input=input, catch_exceptions=False,
+    environment = dict(env or WIDE)
+    with (
+        _signal_handlers_kept(),
+        _console_width(environment.get("COLUMNS")),
+        contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext(),
+    ):
+        result = runner.invoke(app, list(args), env=environment, input=input, catch_exceptions=False,
                                prog_name="orchestrate")  # fmt: skip
     return subprocess.CompletedProcess(["orchestrate", *args], result.exit_code, result.stdout, result.stderr)
+
+
+@contextlib.contextmanager
+def _console_width(columns: str | None) -> Iterator[None]:
+    """A process's console reads its width from COLUMNS (or its terminal); in-process, the CLI's consoles were made
+    when pytest imported them, under whatever terminal pytest has (an xdist worker's pty among them): the width the
+    call asks for is set on them for the call, and what they had put back."""
+    kept = [(c, c._width) for c in (console, err_console)]  # rich keeps a fixed width in _width; None: ask
+    try:
+        for target, _ in kept:
+            target._width = int(columns) if columns and columns.isdigit() else None
+        yield
+    finally:
+        for target, width in kept:
+            target._width = width
 
 
 @contextlib.contextmanager

@@ -9,7 +9,8 @@ from orchestrator.runner.suites.tasks import load_suite
 from orchestrator.runner.turn.agent import SeedContext, run_seed
 from orchestrator.serving.build import server_config
 from orchestrator.serving.chatapi import Decoding
-from orchestrator.serving.launchers import free_port, running_server
+from orchestrator.serving.handle import free_port
+from orchestrator.serving.launchers import running_server
 from orchestrator.serving.registry import load_stack
 from tests.conftest import REPLAY_DIR
 from tests.seedcontexts import seed_context

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.serving.build import server_config
-from orchestrator.serving.launchers import LaunchError, check_bind, pid_dir, running_server, start_server
+from orchestrator.serving.handle import LaunchError, pid_dir
+from orchestrator.serving.launchers import running_server, start_server
 from orchestrator.serving.registry import load_stack
-from orchestrator.serving.serverconfig import ServerConfig
+from orchestrator.serving.serverconfig import ServerConfig, check_bind
 
 SMOL = "smollm2-135m-instruct"
 LISTEN = "0A"

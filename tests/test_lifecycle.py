@@ -15,7 +15,8 @@ import pytest
 
 from orchestrator.serving.assets import cache_root
 from orchestrator.serving.build import server_config
-from orchestrator.serving.launchers import LaunchError, cleanup, start_server
+from orchestrator.serving.handle import LaunchError
+from orchestrator.serving.launchers import cleanup, start_server
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.serverconfig import ModelRef
 from tests.conftest import REPLAY_DIR
@@ -173,13 +174,13 @@ def test_sigterm_during_docker_start_leaves_no_container(docker_client, llama_se
 def test_an_interrupt_between_create_and_start_leaves_no_container(docker_client, monkeypatch) -> None:
     # SIGTERM can land after the engine created the container and before the SDK returned it: no handle exists
     # then, so the launcher must find the container by its labels. Replayed deterministically: create, then raise.
-    from orchestrator.serving import launchers
+    from orchestrator.serving import dockerhandle
 
     def create_then_interrupt(self, image_ref, network_mode, ports, volumes, spec, config, gpu_request):
         self.client.containers.create(image_ref, command=["--version"], labels=self.labels, network_mode="host")
         raise SystemExit(143)
 
-    monkeypatch.setattr(launchers.DockerHandle, "_run_container", create_then_interrupt)
+    monkeypatch.setattr(dockerhandle.DockerHandle, "_run_container", create_then_interrupt)
     config = server_config(
         spec=load_stack("llamacpp"), stack="llamacpp", tool_config="jinja", launcher="docker", model="m",
         model_path="/nonexistent/m.gguf",

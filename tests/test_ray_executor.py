@@ -117,7 +117,7 @@ def structure(rows: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
 
 def server_pids(run_id: str) -> set[int]:
     """The run's servers alive now, by their PID records."""
-    from orchestrator.serving.launchers import pid_dir
+    from orchestrator.serving.handle import pid_dir
 
     records_ = [json.loads(path.read_text()) for path in pid_dir().glob("*.json")]
     return {r["pid"] for r in records_ if r.get("run_id") == run_id and Path(f"/proc/{r['pid']}").exists()}
@@ -138,7 +138,7 @@ def servers_left(run_id: str) -> list[str]:
     """The run's PID records whose process is still alive, anywhere on this machine (every node of the test
     cluster is here). The fault tests also check the PIDs they saw serving are dead (`alive`): a record removed
     without its process killed would pass this check alone."""
-    from orchestrator.serving.launchers import pid_dir
+    from orchestrator.serving.handle import pid_dir
 
     left = []
     for record_path in pid_dir().glob("*.json"):

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.serving.assets import cache_root
-from orchestrator.serving.launchers import LABEL_RUN, cleanup
+from orchestrator.serving.handle import LABEL_RUN
+from orchestrator.serving.launchers import cleanup
 from orchestrator.serving.registry import load_stack
 from orchestrator.serving.render import RENDER_TIMEOUT_S
 

@@ -154,7 +154,7 @@ def test_llamacpp_records_its_own_sampler_defaults() -> None:
 def test_docker_gpu_launch_requests_the_stacks_gpu_count(monkeypatch: pytest.MonkeyPatch) -> None:
     import docker
 
-    from orchestrator.serving.launchers import DockerHandle
+    from orchestrator.serving.dockerhandle import DockerHandle
 
     # No GPU engine here: a stand-in for the Docker SDK's client (images.get -> an image with id and RepoDigests,
     # containers.run -> records its keyword arguments), so the DeviceRequest the launcher builds can be read.

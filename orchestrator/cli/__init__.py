@@ -114,7 +114,8 @@ def probe_command(
 ) -> None:
     """One single-turn tools= request per (stack config, model): status, calls, verdict."""
     from orchestrator.serving.build import server_config
-    from orchestrator.serving.launchers import LaunchError, install_termination_handler, running_server
+    from orchestrator.serving.handle import LaunchError
+    from orchestrator.serving.launchers import install_termination_handler, running_server
     from orchestrator.serving.probe import probe
     from orchestrator.serving.registry import load_stack
 

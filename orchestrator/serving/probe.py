@@ -13,7 +13,8 @@ from pydantic import BaseModel, Field
 from orchestrator.core.classify import classify
 from orchestrator.core.types import Classification, Outcome, ToolsMode
 from orchestrator.serving.chatapi import Decoding, build_payload, post_chat
-from orchestrator.serving.launchers import ServerHandle, auth_headers
+from orchestrator.serving.handle import ServerHandle
+from orchestrator.serving.launchers import auth_headers
 from orchestrator.serving.readiness import server_facts
 from orchestrator.serving.render import canary, sampling_defaults
 from orchestrator.serving.serverconfig import ServerConfig

@@ -1,16 +1,20 @@
 """A resolved server: which stack, which tool configuration, where it runs, what it serves. Pure.
 
-The full argv is computed here from the stack definition and is part of the recorded stack config.
+The full argv and environment are computed here from the stack definition (`launch_command`, once per start),
+their bind address checked and their secrets redacted for every record; the argv is part of the recorded stack
+config.
 """
 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.core.redact import known_secrets, redact_argv, redact_env
 from orchestrator.serving.stackspec import Host, StackSpec, render_args
 
 LauncherKind = Literal["docker", "process", "attach"]
@@ -125,3 +129,55 @@ def reproduce_command(argv: list[str], env: dict[str, str]) -> str:
     """A shell line that reproduces the launch by hand."""
     prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(env.items()))
     return (prefix + " " if prefix else "") + shlex.join(argv)
+
+
+BIND_FLAGS = frozenset({"--host", "--bind", "--listen", "--hostname"})
+
+
+def check_bind(argv: list[str], bind_host: str = "127.0.0.1") -> list[str]:
+    """A server listens where the launcher says (127.0.0.1; 0.0.0.0 only inside a container whose port is
+    published on the host's 127.0.0.1): an extra `--host 0.0.0.0` that would override it is refused. A matrix has
+    no bind-address setting: a server reachable beyond this machine is never a side effect of extra_args."""
+    for index, arg in enumerate(argv):
+        flag, _, inline = arg.partition("=")
+        if flag not in BIND_FLAGS:
+            continue
+        value = inline or (argv[index + 1] if index + 1 < len(argv) else "")
+        if value != bind_host:
+            raise ValueError(
+                f"the server would listen on {value!r} ({flag} in its argv), not {bind_host}: "
+                "a matrix cannot bind a server beyond loopback (remove it from extra_args)"
+            )
+    return argv
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """What a launcher runs, decided once: the argv and environment as given to the server, the secret values
+    they hold, and what is recorded or shown of them (redacted: a record, the reproduce line or a log never
+    holds a secret)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    secrets: set[str]
+    shown_argv: list[str]
+    shown_env: dict[str, str]
+
+    def reproduce(self) -> str:
+        """A shell line that reproduces the launch by hand (secrets redacted)."""
+        return reproduce_command(self.shown_argv, self.shown_env)
+
+
+def launch_command(
+    spec: StackSpec, config: ServerConfig, *, bind_host: str, port: int, in_container: bool
+) -> LaunchCommand:
+    """The server's argv (its bind address checked) and environment, with their redacted forms."""
+    argv = check_bind(server_argv(spec, config, bind_host=bind_host, port=port, in_container=in_container), bind_host)
+    env = server_env(spec, config, bind_host=bind_host, port=port)
+    return LaunchCommand(
+        argv=argv,
+        env=env,
+        secrets=known_secrets(argv, env),
+        shown_argv=redact_argv(argv) or [],
+        shown_env=redact_env(env) or {},
+    )

@@ -19,7 +19,7 @@ from orchestrator.runner.suites.tasks import Suite
 from orchestrator.runner.turn.prompts import template_sha256
 from orchestrator.serving.chatapi import sampler_record
 from orchestrator.serving.defaults import model_generation_config
-from orchestrator.serving.launchers import ServerHandle
+from orchestrator.serving.handle import ServerHandle
 from orchestrator.serving.probe import ProbeResult
 from orchestrator.serving.serverconfig import ModelRef, ServerConfig
 from orchestrator.serving.stackspec import StackSpec

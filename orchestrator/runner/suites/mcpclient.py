@@ -29,7 +29,7 @@ from typing import IO, Any, Literal, TypeVar
 from pydantic import ValidationError
 
 from orchestrator.runner.suites.mcperror import MISSING_SDK, McpError
-from orchestrator.serving.launchers import free_port
+from orchestrator.serving.handle import free_port
 
 try:  # the `mcp` extra: without it, importing this module is the one clear McpError the CLI prints
     import anyio

@@ -8,7 +8,8 @@ from typing import Any
 from orchestrator.runner.config.matrix import Cell, Matrix
 from orchestrator.runner.turn.agent import RequestPolicy, ServedBy
 from orchestrator.serving.cache import reset_prompt_cache
-from orchestrator.serving.launchers import ServerHandle, auth_headers
+from orchestrator.serving.handle import ServerHandle
+from orchestrator.serving.launchers import auth_headers
 from orchestrator.serving.render import prompt_counter
 from orchestrator.serving.serverconfig import ServerConfig
 from orchestrator.serving.stackspec import StackSpec

@@ -16,7 +16,8 @@ from orchestrator.runner.store.runstore import now
 from orchestrator.runner.turn import tracing
 from orchestrator.serving.assets import resolve_model
 from orchestrator.serving.build import server_config
-from orchestrator.serving.launchers import LaunchError, ServerHandle, auth_headers, start_server
+from orchestrator.serving.handle import LaunchError, ServerHandle
+from orchestrator.serving.launchers import auth_headers, start_server
 from orchestrator.serving.readiness import probe_body
 from orchestrator.serving.serverconfig import ModelRef, ServerConfig
 from orchestrator.serving.stackspec import StackSpec
