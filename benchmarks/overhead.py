@@ -118,7 +118,9 @@ class AgentLoopBench:
         self.handle = start_server(self.config, "bench-overhead", log_dir=work / "logs")
         self.base_url = self.handle.base_url
         self.probe = probe(self.handle, self.config)
-        self.base = cell_config(self.matrix, self.cell, self.handle, self.config, self.probe)
+        self.base = cell_config(
+            self.matrix, self.cell, self.handle, self.config, self.probe, resolved=self.matrix.suites()
+        )
         # run_seeds reads only the session's handle: the one server started above serves every pass.
         self.session = ServerSession(self.config, "bench-overhead", work / "logs")
         self.session._handle = self.handle

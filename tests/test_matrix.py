@@ -89,7 +89,7 @@ def test_a_model_turn_cap_overrides_the_matrix_cap_and_is_recorded_per_cell(tmp_
     entries = {m.name: m for m in matrix.models}
     assert (matrix.turn_cap_for(entries["m"]), matrix.turn_cap_for(entries["other"])) == (2, 4)
     caps = {
-        cell.model.name: cell_config(matrix, cell, None, None, None)["turn_cap"]
+        cell.model.name: cell_config(matrix, cell, None, None, None, resolved=matrix.suites())["turn_cap"]
         for plan in expand(matrix)
         for cell in plan.cells
     }
@@ -201,7 +201,12 @@ def test_a_matrix_names_a_models_call_format_and_the_cell_records_it(tmp_path: P
         )
     )
     matrix, _ = load_matrix(path)
-    configs = {cell.cell_id: cell_config(matrix, cell, None, None, None) for p in expand(matrix) for cell in p.cells}
+    suites = matrix.suites()
+    configs = {
+        cell.cell_id: cell_config(matrix, cell, None, None, None, resolved=suites)
+        for p in expand(matrix)
+        for cell in p.cells
+    }
     llama = configs["llamacpp-jinja__m__native"]
     assert llama["call_format"] == "pythonic"
     assert configs["vllm-default__m__text-tools"]["call_format"] == "qwen3_xml"  # the stack's source wins

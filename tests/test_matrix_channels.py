@@ -124,11 +124,13 @@ def test_the_cell_config_records_the_channel_axes_and_the_guards(tmp_path: Path)
     matrix = load(tmp_path, CHANNELS)
     cells = {(c.channel, c.sample): c for plan in expand(matrix) for c in plan.cells}
     guards = frozenset({"dedup", "stall"})
-    model = cell_config(matrix, cells[("model", 0)], None, None, None, guards=guards)
-    product = cell_config(matrix, cells[("product", 1)], None, None, None, guards=guards)
+    model = cell_config(matrix, cells[("model", 0)], None, None, None, resolved=matrix.suites(), guards=guards)
+    product = cell_config(matrix, cells[("product", 1)], None, None, None, resolved=matrix.suites(), guards=guards)
     assert (model["channel"], model["sample"], model["without"], model["guards"]) == ("model", 0, None, None)
     assert (product["channel"], product["sample"], product["guards"]) == ("product", 1, ["dedup", "stall"])
-    other = cell_config(matrix, cells[("product", 1)], None, None, None, guards=frozenset({"stall"}))
+    other = cell_config(
+        matrix, cells[("product", 1)], None, None, None, resolved=matrix.suites(), guards=frozenset({"stall"})
+    )
     assert len({model["config_sha256"], product["config_sha256"], other["config_sha256"]}) == 3
 
 
@@ -253,3 +255,30 @@ def test_a_plain_agent_loop_run_records_no_cases(monkeypatch: pytest.MonkeyPatch
     text = CHANNELS.replace("{suite: formation}", "{suite: ops, count: 2}")
     text = text.replace("channels: [model, product]\n", "").replace('gate: ["product.core.answer >= 7/8"]\n', "")
     assert manifest_of(tmp_path, text)["cases"] == {}
+
+
+@pytest.mark.server  # lists the formation suite's tools from its real MCP server
+def test_a_launch_failed_product_cell_records_the_tools_its_mcp_server_offers(tmp_path: Path) -> None:
+    """A cell whose server never started still records the suite as the run offers it: the MCP server's tools,
+    listed once when the run starts, not the suite file's empty list."""
+    from rich.console import Console
+
+    from orchestrator.runner.config.resolve import listed_suites
+    from orchestrator.runner.store.runstore import RunStore
+    from orchestrator.runner.sweep.cellledger import CellLedger
+    from orchestrator.runner.sweep.session import LaunchFailed
+
+    matrix, _digest = load_matrix(REPO_ROOT / "matrices" / "product-cpu.yaml")
+    suites = listed_suites(matrix.suites())
+    (suite,) = suites.values()
+    assert suite.mcp is not None and suite.tools  # listed from the server
+    (tmp_path / "cells").mkdir()
+    store = RunStore(tmp_path)
+    cell = next(cell for plan in expand(matrix) for cell in plan.cells if cell.channel == "product")
+    CellLedger(matrix, suites, store, Console(file=None, quiet=True)).mark_launch_failed(
+        [cell], LaunchFailed("no binary"), None
+    )
+    recorded = json.loads((tmp_path / "cells" / f"{cell.cell_id}.json").read_text())
+    assert recorded["status"] == "launch_failed"
+    assert recorded["tool_count"] == {suite.suite: len(suite.tools)}
+    assert recorded["config_sha256"] == cell_config(matrix, cell, None, None, None, resolved=suites)["config_sha256"]

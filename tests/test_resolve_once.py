@@ -179,13 +179,13 @@ def test_an_edit_to_a_suite_after_resolution_changes_nothing_the_run_records(tmp
     (suite_name,) = {task.suite for task in matrix.tasks}
     store = start_run_in(tmp_path / "run", matrix, SMOKE, digest)
     cells = [cell for plan in expand(matrix) for cell in plan.cells]
-    before = cell_config(matrix, cells[0], None, None, None)
+    before = cell_config(matrix, cells[0], None, None, None, resolved=matrix.suites())
     original = (seeds / f"{suite_name}.yaml").read_bytes()
     edited = original.replace(b"Get the status of a Kubernetes pod by name.", b"EDITED mid-run.", 1)
     (seeds / f"{suite_name}.yaml").write_bytes(edited)
     assert RunAssets(REPO_ROOT / "stacks", seeds).suite(suite_name).tools != matrix.suites()[suite_name].tools
     assert (seeds / f"{suite_name}.yaml").read_bytes() != original
-    later = cell_config(matrix, cells[-1], None, None, None)
+    later = cell_config(matrix, cells[-1], None, None, None, resolved=matrix.suites())
     assert later["tools_sha256"] == before["tools_sha256"] and later["tools"] == before["tools"]
     assert matrix.assets.suite(suite_name) is matrix.tasks[0].resolved_suite  # the same object, read once
     assert (store.dir / "seeds" / f"{suite_name}.yaml").read_bytes() == original  # the snapshot: as resolved
@@ -206,9 +206,16 @@ def test_a_recorded_run_reads_its_snapshot_never_today(tmp_path: Path) -> None:
 
 def test_an_older_run_gets_todays_suite_only_when_it_is_the_recorded_one(tmp_path: Path) -> None:
     today = (REPO_ROOT / "seeds" / "ops.yaml").read_bytes()
+    recorded = {"seeds": {"ops.yaml": hashlib.sha256(today).hexdigest()}}
+    reader = tmp_path / "reader"
+    assert RunAssets.from_run(reader, recorded).suite("ops").suite == "ops"
+    assert not (reader / "seeds").exists()  # an analysis command reads it in place: never writes into the run
     same = tmp_path / "same"
-    RunAssets.from_run(same, {"seeds": {"ops.yaml": hashlib.sha256(today).hexdigest()}}).suite("ops")
-    assert (same / "seeds" / "ops.yaml").read_bytes() == today  # copied into the run's snapshot
+    RunAssets.from_run(same, recorded, launch=True).suite("ops")
+    assert (same / "seeds" / "ops.yaml").read_bytes() == today  # a resume copies it into the run's snapshot
+    drifted = tmp_path / "drifted"
+    assert RunAssets.from_run(drifted, {"seeds": {"ops.yaml": "0" * 64}}, allow_drift=True, launch=True).suite("ops")
+    assert not (drifted / "seeds").exists()  # a drifted file is read in place: the snapshot never hides drift
     other = tmp_path / "other"
     with pytest.raises(SuiteError, match=r"ops.*not the file it recorded"):
         RunAssets.from_run(other, {"seeds": {"ops.yaml": "0" * 64}}).suite("ops")
@@ -271,7 +278,7 @@ def test_each_definition_is_read_once_per_run_not_per_cell(monkeypatch: pytest.M
     monkeypatch.setattr(resolve, "read_bytes_bounded", counted)
     matrix, _ = load_matrix(REPO_ROOT / "matrices" / "full.yaml")
     cells = [cell for plan in expand(matrix) for cell in plan.cells]
-    configs = [cell_config(matrix, cell, None, None, None) for cell in cells]
+    configs = [cell_config(matrix, cell, None, None, None, resolved=matrix.suites()) for cell in cells]
     stacks = {entry.stack for entry in matrix.stacks} | {name for model in matrix.models for name in model.sources}
     assert len(cells) == len(configs) > len(stacks)
     assert reads == {"stacks": len(stacks), "seeds": len({task.suite for task in matrix.tasks})}

@@ -62,10 +62,11 @@ def cell_config(
     raw_template: ChatTemplate | None = None,
     guards: frozenset[str] = frozenset(),
     tool_server: dict[str, Any] | None = None,
-    resolved: Mapping[str, Suite] | None = None,
+    resolved: Mapping[str, Suite],
 ) -> dict[str, Any]:
     """The full stack config of a cell: what ran, what the server said, what was sent. `resolved`: the run's
-    suites as offered (MCP tools listed), default the matrix's own."""
+    suites as offered to the model (an MCP suite's tools listed: runner/config/resolve.py `listed_suites`); given
+    always, since the matrix's own suites hold no MCP tools and a cell would record none."""
     spec = cell.stack.spec
     tool_config = spec.tool_config(cell.stack.resolved_tool_config)
     by_name = resolved if resolved is not None else matrix.suites()

@@ -5,8 +5,9 @@ hold their `StackSpec` and `Suite`; the sweep, the cell config and the analysis 
 - A new run resolves from the checkout (`stacks/`, `seeds/`), and keeps the exact bytes of every suite it
   read in its own snapshot (`<run>/seeds/`, beside the `<run>/stacks/` snapshot provenance keeps).
 - A resume, a reclassify and every analysis command resolve from the run's snapshot. A run recorded before
-  suites were snapshotted gets today's file copied in only when its sha256 is the one the run recorded in its
-  fingerprint (`provenance.seeds`); otherwise the name is one clear error, never a silent other definition.
+  suites were snapshotted reads today's file only when its sha256 is the one the run recorded in its
+  fingerprint (`provenance.seeds`), and a resume or an ablation copies it in then; otherwise the name is one
+  clear error, never a silent other definition (`allow_drift`: today's file, read in place, never copied).
   A stack missing from the snapshot is read the same way (in place: the snapshot holds redacted copies), and
   for a run that recorded no fingerprint at all (made before provenance was kept) today's stack file is used.
 - Resolution never starts an MCP server: a suite that takes its tools from one is listed when a run starts
@@ -165,7 +166,9 @@ class RunAssets:
 
     def _recorded_file(self, kind: str, directory: Path, name: str) -> Path | None:
         """A name the run's snapshot lacks (a run recorded before suites were snapshotted): today's file only
-        when it is the one the run recorded (same sha256); a suite is then copied into the snapshot. A stack is
+        when it is the one the run recorded (same sha256); a writer of the run (a resume, an ablation: `launch`)
+        then copies a suite into the snapshot, a reader (every analysis command) reads it in place, and a file
+        that differs (`allow_drift`) is read in place and never copied in. A stack is
         read in place (the snapshot holds redacted copies; a raw one could carry a secret), and for a run that
         recorded no fingerprint at all (made before provenance was kept) today's stack is the only one there is.
         """
@@ -176,11 +179,12 @@ class RunAssets:
             return today
         expected = (self.recorded.get(kind) or {}).get(f"{name}.yaml")
         raw = today.read_bytes()
-        if (not expected or hashlib.sha256(raw).hexdigest() != expected) and not self.allow_drift:
+        recorded = bool(expected) and hashlib.sha256(raw).hexdigest() == expected
+        if not recorded and not self.allow_drift:
             return None
-        if kind == "stacks":
-            return today
-        directory.mkdir(parents=True, exist_ok=True)
+        if kind == "stacks" or not recorded or not self.launch:
+            return today  # read in place: drift stays visible, and a reader never writes into a recorded run
+        directory.mkdir(parents=True, exist_ok=True)  # a resume or an ablation (a writer) keeps the recorded file
         (directory / today.name).write_bytes(raw)
         return directory / today.name
 

@@ -4,6 +4,7 @@ rules a resume depends on: nothing finished is rerun, nothing recorded is replac
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -12,6 +13,7 @@ from orchestrator.core.types import CellStatus
 from orchestrator.runner.config.cellconfig import cell_config
 from orchestrator.runner.config.matrix import Cell, Matrix, ServerPlan
 from orchestrator.runner.store.runstore import RunStore
+from orchestrator.runner.suites.tasks import Suite
 
 if TYPE_CHECKING:
     from orchestrator.runner.sweep.session import LaunchFailed, ServerSession
@@ -24,8 +26,9 @@ RUN_STATE_FIELDS = frozenset(
 
 
 class CellLedger:
-    def __init__(self, matrix: Matrix, store: RunStore, console: Console) -> None:
+    def __init__(self, matrix: Matrix, suites: Mapping[str, Suite], store: RunStore, console: Console) -> None:
         self.matrix = matrix
+        self.suites = suites  # as offered to the model (MCP tools listed): what a launch_failed cell records
         self.store = store
         self.console = console
 
@@ -66,7 +69,7 @@ class CellLedger:
         self.console.print(f"[red]launch failed[/] {cells[0].stack.label}: {exc.summary}", highlight=False)
         failed_start = session.launches[-1:] if session and not session.alive() else []
         for cell in cells:
-            base = self.first_config(cell) or cell_config(self.matrix, cell, None, None, None)
+            base = self.first_config(cell) or cell_config(self.matrix, cell, None, None, None, resolved=self.suites)
             self.store.write_cell(
                 cell.cell_id,
                 {

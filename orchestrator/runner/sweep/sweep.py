@@ -70,7 +70,7 @@ class Sweep:
         # The run's suites as offered to the model, resolved once (MCP suites: their server's tools, listed now).
         self.suites: dict[str, Suite] = listed_suites(matrix.suites())
         self.tool_servers = ToolServers(self.suites, store.dir, product=matrix.channels not in (None, ["model"]))
-        self.ledger = CellLedger(matrix, store, console)
+        self.ledger = CellLedger(matrix, self.suites, store, console)
         self.streams = StreamStore(store.dir)  # streamed attempts' raw events, one side file per cell
         self.progress: SweepProgress | None = None
         self.phase_s: dict[str, float] = {}  # the server now running: seconds spent per phase (probe, seeds)
