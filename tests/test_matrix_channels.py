@@ -282,3 +282,25 @@ def test_a_launch_failed_product_cell_records_the_tools_its_mcp_server_offers(tm
     assert recorded["status"] == "launch_failed"
     assert recorded["tool_count"] == {suite.suite: len(suite.tools)}
     assert recorded["config_sha256"] == cell_config(matrix, cell, None, None, None, resolved=suites)["config_sha256"]
+
+
+def test_a_new_run_whose_mcp_server_lists_no_tools_is_one_error_and_no_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tools are listed before the run directory is made: a server that cannot list them leaves nothing to
+    resume, and the error names the server (the SDK's failure is replayed: no process is started)."""
+    from orchestrator.runner.suites import mcpclient, tasks
+    from orchestrator.runner.suites.mcperror import McpError
+    from tests.cliinprocess import orchestrate
+
+    def broken(server: str, transport: str = "stdio") -> list[dict[str, object]]:
+        raise McpError(f"MCP server {server!r} exited before it listed its tools")
+
+    monkeypatch.setattr(mcpclient, "list_server_tools", broken)
+    tasks._listed_tools.cache_clear()
+    results = tmp_path / "results"
+    done = orchestrate("matrix", str(REPO_ROOT / "matrices" / "product-cpu.yaml"), "--results", str(results))
+    tasks._listed_tools.cache_clear()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "cannot list the tools of MCP server 'formation'" in done.stderr
+    assert "Traceback" not in done.stderr and not results.exists()

@@ -284,6 +284,7 @@ def matrix_command(
 ) -> None:
     """Run a matrix: start each stack, probe, sweep modes over seeds, tear down, print the table."""
     from orchestrator.cli.execution import check_executor, reopen
+    from orchestrator.runner.config.resolve import listed_suites
     from orchestrator.runner.executors.dispatch import run_sweep
     from orchestrator.runner.run.runs import recorded_guards, start_run
     from orchestrator.runner.suites.mcperror import McpError
@@ -294,12 +295,14 @@ def matrix_command(
     install_termination_handler()
     if resume is not None:  # the run's own executor unless one is given
         matrix, store, chosen = reopen(resume, allow_drift, lambda m, run: check_executor(executor, address, m, run))
+        suites = None  # listed by the sweep: the run directory exists already
     elif matrix_file is not None:
         matrix, digest = _load_matrix(matrix_file)
         chosen = check_executor(executor, address, matrix, None)  # before the run directory exists
         try:
+            suites = listed_suites(matrix.suites())  # an MCP suite's tools: a server that will not list them
             store = start_run(matrix, matrix_file, digest, results)
-        except (GuardConfigError, SuiteError) as exc:  # checked before the run directory exists
+        except (GuardConfigError, SuiteError, McpError) as exc:  # checked before the run directory exists
             fail(str(exc))
     else:
         fail("give a matrix file, or --resume RUN_DIR")
@@ -307,7 +310,9 @@ def matrix_command(
     started = time.monotonic()
     guards = recorded_guards(store) if resume is not None else None  # a resume keeps the run's guard set
     try:
-        executed = run_sweep(matrix, store, console, resumed=resume is not None, guards=guards, executor=chosen)
+        executed = run_sweep(
+            matrix, store, console, resumed=resume is not None, guards=guards, executor=chosen, suites=suites
+        )
     except (McpError, SuiteError) as exc:  # SuiteError: the MCP server's tools, listed as the run starts
         fail(f"{exc}\nnothing recorded is lost: `orchestrate matrix --resume {store.dir}` once the tool server starts")
     console.print(f"{executed} seed run(s) executed in {time.monotonic() - started:.0f}s", highlight=False)

@@ -13,6 +13,7 @@ from rich.console import Console
 from orchestrator.runner.config.matrix import Matrix
 from orchestrator.runner.run.runs import finish_run
 from orchestrator.runner.store.runstore import RunStore
+from orchestrator.runner.suites.tasks import Suite
 from orchestrator.runner.sweep.sweep import Sweep
 
 EXECUTORS = ("local", "ray")
@@ -50,14 +51,17 @@ def run_sweep(
     resumed: bool,
     guards: frozenset[str] | None = None,
     executor: ExecutorChoice | None = None,
+    suites: dict[str, Suite] | None = None,
 ) -> int:
-    """Run what is left of the run; returns the seed runs executed. The run's end is recorded only when the
-    sweep returns: an exception leaves the run resumable, its store closed."""
+    """Run what is left of the run; returns the seed runs executed. `suites`: the run's suites as offered (MCP
+    tools listed before the run directory was made); none: listed here. The run's end is recorded only when the
+    sweep returns: an exception leaves the run resumable, its store closed, and a sweep that could not be made
+    (its MCP server's tools unlisted) records no executor."""
     choice = executor or ExecutorChoice()
-    record_executor(store, choice, resumed=resumed)
     started = time.monotonic()
     try:
-        sweep = Sweep(matrix, store, console, guards=guards)  # lists MCP suites' tools: may raise, store closed
+        sweep = Sweep(matrix, store, console, guards=guards, suites=suites)
+        record_executor(store, choice, resumed=resumed)
         if choice.kind == "local":
             executed = int(sweep.run())
         else:

@@ -56,7 +56,13 @@ TEMPLATE_CHECK: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"ro
 
 class Sweep:
     def __init__(
-        self, matrix: Matrix, store: RunStore, console: Console, *, guards: frozenset[str] | None = None
+        self,
+        matrix: Matrix,
+        store: RunStore,
+        console: Console,
+        *,
+        guards: frozenset[str] | None = None,
+        suites: dict[str, Suite] | None = None,
     ) -> None:
         self.matrix = matrix
         self.store = store
@@ -67,8 +73,9 @@ class Sweep:
         # The product channel's guards: the matrix's switches, or the environment's set (an ablation passes the
         # set its parent run had, whatever the environment says now).
         self.guards = guards if guards is not None else active_guards(matrix.guards, os.environ)
-        # The run's suites as offered to the model, resolved once (MCP suites: their server's tools, listed now).
-        self.suites: dict[str, Suite] = listed_suites(matrix.suites())
+        # The run's suites as offered to the model, resolved once (MCP suites: their server's tools, listed by the
+        # caller before the run directory exists, else now).
+        self.suites: dict[str, Suite] = suites if suites is not None else listed_suites(matrix.suites())
         self.tool_servers = ToolServers(self.suites, store.dir, product=matrix.channels not in (None, ["model"]))
         self.ledger = CellLedger(matrix, self.suites, store, console)
         self.streams = StreamStore(store.dir)  # streamed attempts' raw events, one side file per cell
