@@ -280,6 +280,9 @@ def test_a_launch_failed_product_cell_records_the_tools_its_mcp_server_offers(tm
     )
     recorded = json.loads((tmp_path / "cells" / f"{cell.cell_id}.json").read_text())
     assert recorded["status"] == "launch_failed"
+    from orchestrator.core.runcontract import CellFile
+
+    assert set(recorded) <= set(CellFile.model_fields), sorted(set(recorded) - set(CellFile.model_fields))
     assert recorded["tool_count"] == {suite.suite: len(suite.tools)}
     assert recorded["config_sha256"] == cell_config(matrix, cell, None, None, None, resolved=suites)["config_sha256"]
 

@@ -205,3 +205,22 @@ def test_analysis_and_cli_open_recorded_runs_through_the_reader() -> None:
                     opened.append((folder, path.name, node.lineno))
     assert {(folder, name) for folder, name, _ in opened} <= WRITERS, opened
     assert opened, "the writers' own opening is found: the check sees RunStore calls"
+
+
+@pytest.mark.slow  # start_run asks git for the checkout's state
+def test_a_new_runs_manifest_fits_the_typed_model_key_for_key(tmp_path: Path) -> None:
+    """What a run writes today (the committed runs predate some keys: suites_snapshot, executor) is typed too."""
+    from orchestrator.runner.config.matrixfile import load_matrix
+    from orchestrator.runner.executors.dispatch import ExecutorChoice, record_executor
+    from orchestrator.runner.run.runs import finish_run, start_run
+    from orchestrator.serving.registry import REPO_ROOT
+
+    path = REPO_ROOT / "matrices" / "cpu.yaml"
+    matrix, digest = load_matrix(path)
+    store = start_run(matrix, path, digest, tmp_path)
+    record_executor(store, ExecutorChoice(), resumed=False)
+    finish_run(store, wall_s=1.0, resumed=False)
+    data = json.loads(store.manifest_path.read_text())
+    assert {"suites_snapshot", "executor", "provenance"} <= set(data)
+    assert set(data) <= set(RunManifest.model_fields), sorted(set(data) - set(RunManifest.model_fields))
+    assert RunManifest.model_validate(data).suites_snapshot == data["suites_snapshot"]

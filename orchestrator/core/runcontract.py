@@ -105,6 +105,7 @@ class RunManifest(_Recorded):
     ablation: JsonObject | None = None  # an ablation run: its parent and guards
     executor: JsonObject | None = None  # the executor (local or ray) the run last ran on
     config_mismatch: list[str] | None = None  # an ablation: its cells whose stack config differs from the parent's
+    suites_snapshot: dict[str, str] | None = None  # <run>/seeds/: the suites' files as run, {file name: sha256}
 
     @property
     def channels(self) -> list[str]:
@@ -145,6 +146,9 @@ class CellFile(_Recorded):
     started: str | None = None
     finished: str | None = None
     error: Any = None
+    log_tail: str | None = None  # launch_failed: the server's last log lines
+    reproduce: str | None = None  # launch_failed: the command that failed, to run by hand (secrets redacted)
+    node: JsonObject | None = None  # the Ray executor: the node that ran the cell (host facts, node id, IP)
     # What the server was and said (absent or null where a cell never launched).
     image: str | None = None
     image_id: str | None = None
@@ -184,6 +188,13 @@ class CellFile(_Recorded):
     tool_server: JsonObject | None = None
     config_sha256: str | None = None
     timings: JsonObject | None = None
+
+
+# Cell-file fields that say how a run of the cell went, not what its stack config is: a resumed cell keeps its
+# first config and takes these anew.
+RUN_STATE_FIELDS = frozenset(
+    {"status", "started", "finished", "launches", "error", "log_tail", "reproduce", "timings", "node"}
+)
 
 
 def _first_problem(exc: ValidationError) -> str:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from orchestrator.core.runcontract import RUN_STATE_FIELDS
 from orchestrator.core.types import CellStatus
 from orchestrator.runner.config.cellconfig import cell_config
 from orchestrator.runner.config.matrix import Cell, Matrix, ServerPlan
@@ -19,10 +20,6 @@ if TYPE_CHECKING:
     from orchestrator.runner.sweep.session import LaunchFailed, ServerSession
 
 Seed = tuple[str, str]  # (suite, seed id)
-# Cell-file fields that say how a run of the cell went, not what the cell's stack config is.
-RUN_STATE_FIELDS = frozenset(
-    {"status", "started", "finished", "launches", "error", "log_tail", "reproduce", "timings", "node"}
-)
 
 
 class CellLedger:
