@@ -224,3 +224,15 @@ def test_a_new_runs_manifest_fits_the_typed_model_key_for_key(tmp_path: Path) ->
     assert {"suites_snapshot", "executor", "provenance"} <= set(data)
     assert set(data) <= set(RunManifest.model_fields), sorted(set(data) - set(RunManifest.model_fields))
     assert RunManifest.model_validate(data).suites_snapshot == data["suites_snapshot"]
+
+
+def test_a_record_a_reader_changed_is_labelled_current(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rewrite (supersede marks) writes what it read: a changed record must carry the version of its shape."""
+    from orchestrator.core import runcontract
+
+    old = {"cell_id": "c", "seed": "s"}  # no schema_version: version 1
+    assert runcontract.upgraded("x", old) is old  # today's readers keep a v1 record as it is: written back as is
+    monkeypatch.setitem(runcontract.READERS, 1, lambda data: {**data, "renamed": data["seed"]})
+    new = runcontract.upgraded("x", old)
+    assert new["renamed"] == "s" and new["schema_version"] == runcontract.SCHEMA_VERSION
+    assert runcontract.upgraded("x", new) == new  # read again: not upgraded twice

@@ -70,10 +70,13 @@ def schema_version(where: str, data: JsonObject) -> int:
 
 def upgraded(where: str, data: JsonObject) -> JsonObject:
     """`data` in the current version's shape: each older version's reader applied in turn (the object itself
-    when every one of them keeps it as it is)."""
+    when every one of them keeps it as it is). A record a reader changed is labelled with the current version,
+    so that a store rewriting what it read (marking records superseded) never writes a new shape under an old
+    label, which the next read would upgrade a second time."""
+    original = data
     for version in range(schema_version(where, data), SCHEMA_VERSION):
         data = READERS[version](data)
-    return data
+    return data if data is original else {**data, "schema_version": SCHEMA_VERSION}
 
 
 class _Recorded(BaseModel):
