@@ -7,6 +7,7 @@ dependency the wrong way round. The pure core also never imports Docker or HTTP 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,8 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append((node.lineno, node.module))
-            if node.module == "orchestrator":  # `from orchestrator import runner`
-                found += [(node.lineno, f"orchestrator.{alias.name}") for alias in node.names]
+            if node.module.split(".")[0] == "orchestrator":  # `from orchestrator.runner import sweep`: a module too
+                found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
     return found
 
 
@@ -121,9 +122,16 @@ def test_ranked_layers_hold_only_subpackages() -> None:
     ids=lambda p: str(p.relative_to(PACKAGE)),
 )
 def test_imports_point_down_the_subpackages(path: Path) -> None:
-    mine = subpackage_of("orchestrator." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
-    if mine is None:
+    relative = path.relative_to(PACKAGE)
+    if relative.parent.name == relative.parts[0]:  # the layer's own __init__.py: no subpackage of its own
         return
+    assert subpackage_violations(path, "orchestrator." + ".".join(relative.with_suffix("").parts)) == []
+
+
+def subpackage_violations(path: Path, module_name: str) -> list[str]:
+    """The imports of `path` (the module `module_name`) that point up its layer's subpackage order."""
+    mine = subpackage_of(module_name)
+    assert mine is not None, f"{module_name}: not in a ranked subpackage"
     layer, sub = mine
     order = SUBPACKAGE_RANK[layer]
     wrong = []
@@ -131,11 +139,13 @@ def test_imports_point_down_the_subpackages(path: Path) -> None:
         target = subpackage_of(module)
         if target and target[0] == layer and order.index(target[1]) > order.index(sub):
             wrong.append(f"{path.name}:{line} ({layer}/{sub}) imports {module} ({layer}/{target[1]})")
-    assert wrong == []
+    return wrong
 
 
 def test_no_module_name_repeats_across_layers() -> None:
-    """`classify`, `diff`, `audit`... each name one module: a reader never guesses which of two is meant."""
+    """`classify`, `diff`, `audit`... each name one module, and no module bears another package's name: a reader
+    never guesses which of two is meant. (A concern's package may stand in two layers, as `product/` does in runner
+    and analysis: the path says which.)"""
     seen: dict[str, list[str]] = {}
     for path in modules():
         if path.stem in ("__init__", "__main__"):
@@ -143,10 +153,34 @@ def test_no_module_name_repeats_across_layers() -> None:
         seen.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
     repeated = {name: paths for name, paths in seen.items() if len(paths) > 1}
     assert repeated == {}
+    packages = {path.parent.name for path in PACKAGE.rglob("__init__.py")}
+    bearing = [path for paths in seen.values() for path in paths if Path(path).stem in packages]
+    assert [path for path in bearing if Path(path).stem != Path(path).parent.name] == []  # sweep/sweep.py is fine
 
 
-def test_the_subpackage_checker_sees_an_upward_import() -> None:
-    """A store module importing the sweep is what the subpackage check exists to catch."""
-    assert subpackage_of("orchestrator.runner.sweep.sweep") == ("runner", "sweep")
-    order = SUBPACKAGE_RANK["runner"]
-    assert order.index("sweep") > order.index("store")
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from orchestrator.runner.sweep.sweep import Sweep\n",
+        "from orchestrator.runner.sweep import sweep\n",  # the module named through its package
+        "def later():\n    import orchestrator.runner.executors.dispatch\n",  # lazy, inside a function
+    ],
+)
+def test_the_subpackage_checker_sees_an_upward_import(tmp_path: Path, source: str) -> None:
+    """A store module importing the sweep is what the subpackage check exists to catch, in every spelling."""
+    sample = tmp_path / "sample.py"
+    sample.write_text(source)
+    assert subpackage_violations(sample, "orchestrator.runner.store.sample") != []
+    sample.write_text(source.replace("runner.sweep", "runner.store").replace("runner.executors", "runner.store"))
+    assert subpackage_violations(sample, "orchestrator.runner.store.sample") == []
+
+
+def test_the_readme_layout_lists_the_subpackages_in_their_order() -> None:
+    """The README's layout and the order enforced above are one fact: a reorder or a new subpackage shows up in
+    both or this fails."""
+    readme = (PACKAGE.parent / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    for layer, order in SUBPACKAGE_RANK.items():
+        bullet = layout.split(f"- `{layer}/`", 1)[1].split("\n- ", 1)[0]
+        named = [name for name in re.findall(r"`([a-z]+)/`", bullet) if name != "templates"]
+        assert named == order, f"README layout, {layer}/: {named} (the test's order: {order})"

@@ -64,7 +64,7 @@ PROBE = """
 import json, sys
 for name in ("opentelemetry", "mcp"):
     sys.modules[name] = None
-import orchestrator.cli, orchestrator.cli.execution, orchestrator.cli.product
+import orchestrator.cli, orchestrator.cli.execution, orchestrator.cli.product_commands
 import orchestrator.runner.sweep.sweep, orchestrator.runner.config.matrix, orchestrator.runner.suites.toolserver
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("opentelemetry", "mcp") and sys.modules[m] is not None)
 print(json.dumps(loaded))

@@ -379,6 +379,6 @@ from orchestrator.cli import (  # noqa: E402,F401
     classify_command,
     diff_command,
     images_command,
-    product,
+    product_commands,
     triage_command,
 )
