@@ -22,7 +22,7 @@ import httpx
 
 from orchestrator.core.labelling import StreamInput, label_turn
 from orchestrator.core.types import ToolsMode
-from orchestrator.runner.suites.tasks import load_suite
+from orchestrator.runner.config.resolve import load_suite
 from orchestrator.runner.turn.prompts import build_request, initial_messages
 from orchestrator.serving.chatapi import Decoding, build_payload
 from orchestrator.serving.registry import load_stack

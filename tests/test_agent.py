@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.core.types import ToolsMode, TurnRecord
-from orchestrator.runner.suites.tasks import load_suite
+from orchestrator.runner.config.resolve import load_suite
 from orchestrator.runner.turn.agent import SeedContext, run_seed
 from orchestrator.serving.build import server_config
 from orchestrator.serving.chatapi import Decoding

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.core.types import ToolsMode, TurnRecord
+from orchestrator.runner.config.resolve import load_suite
 from orchestrator.runner.store.runstore import RunStore
-from orchestrator.runner.suites.tasks import load_suite
 from orchestrator.runner.turn.agent import run_seed
 from tests.fakes.scripted import Reply, chat_reply, scripted_server
 from tests.test_agent_integrity import context

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from orchestrator.core.types import ToolsMode, TurnRecord
-from orchestrator.runner.suites.tasks import load_suite
+from orchestrator.runner.config.resolve import load_suite
 from orchestrator.runner.turn.agent import SeedCancelled, SeedContext, run_seed
 from orchestrator.serving.chatapi import Decoding, post_chat
 from orchestrator.serving.registry import load_stack

@@ -19,9 +19,10 @@ import pytest
 
 from orchestrator.core.scoring import is_unscored
 from orchestrator.core.types import ToolsMode, TurnRecord
+from orchestrator.runner.config.resolve import load_suite
 from orchestrator.runner.product.channelrun import run_model_case, run_product_case
 from orchestrator.runner.suites.mcpclient import McpToolServer
-from orchestrator.runner.suites.tasks import Suite, load_suite
+from orchestrator.runner.suites.tasks import Suite
 from orchestrator.runner.suites.toolserver import mcp_executor
 from orchestrator.runner.turn.agent import SeedContext
 from orchestrator.runner.turn.guards import DEDUP_NOTE, FINAL_JSON_RETRY, GUARDS, STALL_REPROMPT, fallback_answer

@@ -204,7 +204,8 @@ def test_data_named_pattern_is_not_a_pattern() -> None:
 def test_suite_with_an_unusable_schema_is_refused_at_load() -> None:
     import yaml
 
-    from orchestrator.runner.suites.tasks import Suite, seeds_dir
+    from orchestrator.runner.config.resolve import seeds_dir
+    from orchestrator.runner.suites.tasks import Suite
 
     data = yaml.safe_load((seeds_dir() / "ops.yaml").read_text())
     Suite.model_validate(data)  # the real suite loads

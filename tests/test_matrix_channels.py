@@ -12,8 +12,8 @@ import pytest
 from orchestrator.runner.config.cellconfig import cell_config
 from orchestrator.runner.config.matrix import Matrix, expand
 from orchestrator.runner.config.matrixfile import MatrixError, load_matrix
+from orchestrator.runner.config.resolve import load_suite
 from orchestrator.runner.run.runs import start_run
-from orchestrator.runner.suites.tasks import load_suite
 from orchestrator.runner.turn.guards import GUARDS, GUARDS_ENV, GuardConfigError, active_guards
 from orchestrator.serving.registry import REPO_ROOT
 

@@ -25,9 +25,10 @@ from orchestrator.analysis.report.parallel import (
 )
 from orchestrator.core.stats import BootstrapSettings, bootstrap_mean_interval
 from orchestrator.core.types import ParsedCall
+from orchestrator.runner.config.resolve import load_suite
 from orchestrator.runner.store.runstore import RunStore
 from orchestrator.runner.suites import tasks
-from orchestrator.runner.suites.tasks import ParallelCall, Suite, SuiteError, answer_correct, execute, load_suite
+from orchestrator.runner.suites.tasks import ParallelCall, Suite, SuiteError, answer_correct, execute
 from orchestrator.serving.registry import REPO_ROOT
 
 SUITE_FILE = REPO_ROOT / "seeds" / "parallel.yaml"
@@ -417,7 +418,7 @@ def test_write_parallel_report_writes_csv_and_markdown(tmp_path: Path) -> None:
     markdown = (out / "parallel.md").read_text()
     assert "50 [0,100] n2" in markdown and "| c1 " in markdown
     assert "—" in markdown  # indexes_distinct: no streamed turn
-    assert (store.dir / "seeds" / "parallel.yaml").read_bytes() == (REPO_ROOT / "seeds" / "parallel.yaml").read_bytes()
+    assert not (store.dir / "seeds").exists()  # the recorded suite read in place: a report never writes into a run
 
 
 def test_write_parallel_report_writes_nothing_without_parallel_turns(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from orchestrator.core.chattemplate import ChatTemplate, render_chat
 from orchestrator.core.classify import classify
 from orchestrator.core.replyfacts import prompt_truncated
 from orchestrator.core.types import Classification, Outcome, ParsedCall, ToolsMode
-from orchestrator.runner.suites.tasks import ToolResult, load_suite
+from orchestrator.runner.config.resolve import load_suite
+from orchestrator.runner.suites.tasks import ToolResult
 from orchestrator.runner.turn.prompts import build_request, continue_messages, raw_prompt
 from orchestrator.serving.chatapi import Decoding, build_completion_payload
 from orchestrator.serving.registry import load_stack

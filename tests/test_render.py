@@ -95,7 +95,7 @@ def test_a_template_that_fails_mid_seed_ends_that_seed_recorded(llama_server_bin
     """Gemma-style templates raise on roles they do not know: the raw-template seed ends as `template_error`
     with the turn recorded (no request sent, out of the denominator), and the run goes on."""
     from orchestrator.core.types import SeedEnd, ToolsMode, TurnRecord
-    from orchestrator.runner.suites.tasks import load_suite
+    from orchestrator.runner.config.resolve import load_suite
     from orchestrator.runner.turn.agent import run_seed
     from orchestrator.serving.render import prompt_counter
     from tests.seedcontexts import seed_context

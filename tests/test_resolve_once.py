@@ -27,7 +27,7 @@ from orchestrator.serving.registry import REPO_ROOT
 
 PACKAGE = Path(orchestrator.__file__).resolve().parent
 # Where a name may become a definition: the resolver, the two primitives it calls, and the CLI.
-RESOLVING = {"runner/config/resolve.py", "serving/registry.py", "runner/suites/tasks.py", "serving/yamlfiles.py"}
+RESOLVING = {"runner/config/resolve.py", "serving/registry.py", "serving/yamlfiles.py"}
 PRIMITIVES = {
     "load_stack",
     "load_suite",
@@ -49,6 +49,9 @@ CHECKOUT_WIDE = {
     ("runner/config/matrixfile.py", "load_matrix"): "a matrix file of the checkout: a new run's entry point",
     ("serving/compose.py", "launchable_stacks"): "the `compose` command renders compose/ from every stack (no run)",
     ("serving/compose.py", "write_all"): "writes compose/<stack>.yaml for every stack (no run)",
+    # Not the checkout: an MCP server named by its suite lists its tools here, the one place (called by
+    # resolve.listed_suites when a run starts; tests replace `_listed_tools`).
+    ("runner/suites/tasks.py", "with_listed_tools"): "lists the tools of the MCP server a suite names",
 }
 # Names -> objects for the callers that hold only names (the CLI's `probe` command and tests); the runner passes
 # the resolved definition (`spec=`). The list may only shrink: an entry that no longer looks anything up fails the
@@ -139,6 +142,8 @@ def test_no_function_below_the_cli_looks_a_stack_or_suite_up_by_name() -> None:
         f"{module}:{function}: {'; '.join(found)}" for (module, function), found in sorted(unexpected.items())
     )
     assert not (NOT_YET - set(lookups)), f"no longer looks anything up: drop from NOT_YET: {NOT_YET - set(lookups)}"
+    stale = set(CHECKOUT_WIDE) - set(lookups)
+    assert not stale, f"no longer reads the checkout: drop from CHECKOUT_WIDE: {sorted(stale)}"
 
 
 @pytest.mark.parametrize(

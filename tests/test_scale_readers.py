@@ -441,7 +441,7 @@ def test_stats_refuses_bootstrap_options_out_of_range(option: list[str], tmp_pat
 def _parallel_run(directory: Path) -> Path:
     """A run of the parallel suite (no committed example has one): two cells, streamed and not, text-parsed and
     server-parsed calls, a refused seed, a later turn."""
-    from orchestrator.runner.suites.tasks import load_suite
+    from orchestrator.runner.config.resolve import load_suite
 
     suite = load_suite("parallel")
     run = directory / "20260101T000000Z-parallel-000000"

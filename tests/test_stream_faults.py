@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from orchestrator.core.types import Outcome, SeedEnd, ToolsMode, TurnRecord
-from orchestrator.runner.suites.tasks import load_suite
+from orchestrator.runner.config.resolve import load_suite
 from orchestrator.runner.turn.agent import SeedContext, run_seed
 from orchestrator.serving.chatapi import Decoding, post_chat_stream
 from orchestrator.serving.registry import load_stack

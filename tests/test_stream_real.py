@@ -21,7 +21,7 @@ import yaml
 from orchestrator.core.labelling import StreamInput, label_turn
 from orchestrator.core.streams import assemble
 from orchestrator.core.types import ToolsMode
-from orchestrator.runner.suites.tasks import load_suite
+from orchestrator.runner.config.resolve import load_suite
 from orchestrator.runner.turn.prompts import build_request, initial_messages
 from orchestrator.serving.build import server_config
 from orchestrator.serving.chatapi import Decoding, build_payload, post_chat, post_chat_stream

@@ -11,7 +11,8 @@ import pytest
 
 from orchestrator.core.modes import call_schema
 from orchestrator.core.types import Classification, Outcome, ParsedCall, ToolsMode
-from orchestrator.runner.suites.tasks import Seed, Suite, answer_correct, execute, load_suite
+from orchestrator.runner.config.resolve import load_suite
+from orchestrator.runner.suites.tasks import Seed, Suite, answer_correct, execute
 from orchestrator.runner.turn.prompts import build_request, continue_messages, initial_messages, template_sha256
 from orchestrator.serving.registry import REPO_ROOT
 

@@ -39,8 +39,17 @@ STACKS_SNAPSHOT = "stacks"  # <run>/stacks/<stack>.yaml: kept by runner/run/prov
 CONTEXT_KEY = "assets"  # the pydantic validation context key a matrix's entries resolve through
 
 
-def checkout_seeds_dir() -> Path:
+def seeds_dir() -> Path:
+    """The checkout's task suites (a new run resolves from here)."""
     return REPO_ROOT / "seeds"
+
+
+def load_suite(name: str, directory: Path | None = None) -> Suite:
+    """One suite of the checkout (or of `directory`) as a run offers it (an MCP suite's tools listed): for scripts
+    and tests; a run resolves its suites through `RunAssets` and carries them."""
+    assets = RunAssets(stacks_dir(), directory or seeds_dir())
+    suite = assets.suite(name)
+    return with_listed_tools(suite, assets.seeds_dir / f"{name}.yaml")
 
 
 class RunAssets:
@@ -83,7 +92,7 @@ class RunAssets:
 
     @classmethod
     def from_checkout(cls) -> RunAssets:
-        return cls(stacks_dir(), checkout_seeds_dir())
+        return cls(stacks_dir(), seeds_dir())
 
     @classmethod
     def from_run(cls, run_dir: Path, provenance: Any, *, allow_drift: bool = False, launch: bool = False) -> RunAssets:
@@ -172,7 +181,7 @@ class RunAssets:
         read in place (the snapshot holds redacted copies; a raw one could carry a secret), and for a run that
         recorded no fingerprint at all (made before provenance was kept) today's stack is the only one there is.
         """
-        today = (checkout_seeds_dir() if kind == "seeds" else stacks_dir()) / f"{name}.yaml"
+        today = (seeds_dir() if kind == "seeds" else stacks_dir()) / f"{name}.yaml"
         if not today.is_file():
             return None
         if kind == "stacks" and not self.recorded:

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.redact import known_secrets, scrub
-from orchestrator.runner.config.resolve import RunAssets
+from orchestrator.runner.config.resolve import RunAssets, seeds_dir
 from orchestrator.runner.store.runstore import RunStore, StoreError
-from orchestrator.runner.suites.tasks import seeds_dir
 from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, stacks_dir
 from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.yamlfiles import YamlInputError, load_yaml

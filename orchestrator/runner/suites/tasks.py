@@ -25,7 +25,6 @@ from orchestrator.core.classify import tools_by_name, validate_call
 from orchestrator.core.scoring import Expectation, normalise_text
 from orchestrator.core.toolschemas import tool_schema_problems
 from orchestrator.core.types import ParsedCall
-from orchestrator.serving.yamlfiles import YamlInputError, load_yaml
 
 
 class _Strict(BaseModel):
@@ -96,7 +95,7 @@ class Suite(_Strict):
         unknown_core = sorted(set(self.core) - set(ids))
         if unknown_core:
             raise ValueError(f"core names cases the suite does not have: {unknown_core}")
-        if self.mcp is not None:  # its tools are listed later: load_suite checks `parallel` against them
+        if self.mcp is not None:  # its tools are listed later: resolve.listed_suites checks `parallel` against them
             if self.dry_run:
                 raise ValueError("a suite with an MCP server has no dry_run: the server answers its calls")
             if not all(seed.expect for seed in self.seeds):
@@ -206,25 +205,6 @@ def answer_correct(expected: Any, answer: Any) -> bool:
 
 class SuiteError(ValueError):
     pass
-
-
-def seeds_dir() -> Path:
-    from orchestrator.serving.registry import REPO_ROOT
-
-    return REPO_ROOT / "seeds"
-
-
-def load_suite(name: str, directory: Path | None = None) -> Suite:
-    """A suite; one with an MCP server gets its tools from the server's tools/list (listed once per process)."""
-    path = (directory or seeds_dir()) / f"{name}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in (directory or seeds_dir()).glob("*.yaml"))
-        raise SuiteError(f"unknown task suite {name!r} (known: {', '.join(known)})")
-    try:  # read within the same bounds as a matrix file: a broken or hostile suite is one error, not a traceback
-        data = load_yaml(path)[2]
-    except YamlInputError as exc:
-        raise SuiteError(str(exc)) from None
-    return with_listed_tools(parse_suite(data, path), path)
 
 
 def parse_suite(data: Any, path: Path) -> Suite:
