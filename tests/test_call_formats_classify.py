@@ -261,7 +261,7 @@ def old_run(tmp_path: Path) -> RunStore:
 def test_reclassifying_the_old_run_recomputes_formats_and_changes_no_json_label(old_run: RunStore) -> None:
     cells = {cell["cell_id"]: cell for cell in old_run.read_cells()}
     stored = old_run.read_turns()
-    again = reclassify(stored, cells, run_stacks(old_run.dir))
+    again = reclassify(stored, cells, run_stacks(old_run))
     assert all("call_format" not in turn for turn in stored)  # schema 1: recorded before the field existed
     changed = [
         (new["cell_id"], new["turn"], old["outcome"], new["outcome"], new["call_format"])

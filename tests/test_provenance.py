@@ -123,13 +123,13 @@ def test_reclassify_uses_the_runs_own_stack_snapshot(example: RunStore) -> None:
     refused = [t for t in example.read_turns() if t["cell_id"] == "vllm-default__qwen2.5-coder-0.5b-instruct__native"]
     assert {t["detail"] for t in refused} == {"refused:no_tool_parser"}
     # Without a snapshot, today's signatures apply.
-    assert {t["detail"] for t in reclassify(refused, cells, run_stacks(example.dir))} == {"refused:no_tool_parser"}
+    assert {t["detail"] for t in reclassify(refused, cells, run_stacks(example))} == {"refused:no_tool_parser"}
     # In this run's own definition vLLM's refusal signatures were different: its 400s are plain refusals.
     snapshot = example.dir / "stacks"
     shutil.copytree(REPO_ROOT / "stacks", snapshot)
     text = (snapshot / "vllm.yaml").read_text()
     (snapshot / "vllm.yaml").write_text(text.replace("tool choice requires", "never").replace("to be set", "never"))
-    again = reclassify(refused, cells, run_stacks(example.dir))
+    again = reclassify(refused, cells, run_stacks(example))
     assert {t["detail"] for t in again} == {"refused:http_400"}
 
 

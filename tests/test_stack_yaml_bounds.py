@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.runner.run.provenance import run_stacks
-from orchestrator.runner.store.runstore import StoreError
+from orchestrator.runner.store.runstore import RunStore, StoreError
 from orchestrator.serving.registry import InvalidStackError, load_stack, read_stack_file
 from orchestrator.serving.yamlfiles import MAX_DEPTH
 
@@ -55,7 +55,7 @@ def test_a_hostile_stack_snapshot_is_a_store_error(tmp_path: Path) -> None:
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "bad.yaml").write_text("launch: " + "{a: " * 10_000)
     with pytest.raises(StoreError, match=r"stack snapshot cannot be read.*YAML refused: nested more than"):
-        run_stacks(tmp_path)("bad")
+        run_stacks(RunStore(tmp_path))("bad")
 
 
 def test_cli_validate_with_a_hostile_stack_is_one_line_without_traceback(

@@ -43,7 +43,7 @@ def test_every_streamed_turn_relabels_offline_to_what_was_recorded(store: RunSto
     streamed = [turn for turn in _final_attempts(turns) if turn.get("stream_ref")]
     assert len(streamed) > 100
     assert {attempt_key(turn) for turn in streamed} <= set(streams)  # no streamed turn lost its events
-    again = {attempt_key(t): t for t in reclassify(turns, cells, run_stacks(store.dir), streams) if t.get("stream_ref")}
+    again = {attempt_key(t): t for t in reclassify(turns, cells, run_stacks(store), streams) if t.get("stream_ref")}
     fields = ("outcome", "detail", "calls")
     unjudged = 0
     for turn in streamed:
@@ -76,7 +76,7 @@ def test_a_lost_side_file_keeps_the_recorded_verdicts_and_says_so(store: RunStor
     run = RunStore(copy)
     turns = run.read_turns()
     cells = {cell["cell_id"]: cell for cell in run.read_cells()}
-    again = reclassify(turns, cells, run_stacks(copy), read_streams(copy))
+    again = reclassify(turns, cells, run_stacks(RunStore(copy)), read_streams(copy))
     hit = [(old, new) for old, new in zip(turns, again, strict=True)
            if (old.get("stream_ref") or "").startswith(f"streams/{lost.name}:")]
     assert hit

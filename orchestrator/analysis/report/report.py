@@ -179,7 +179,7 @@ def load_run(store: RunStore, *, do_reclassify: bool = False) -> RunTurns:
     cells = {cell["cell_id"]: cell for cell in store.read_cells()}
     turns = store.read_turns(view=not do_reclassify)  # reclassifying needs the raw replies the view skips
     if do_reclassify:
-        turns = reclassify(turns, cells, run_stacks(store.dir), read_streams(store.dir))
+        turns = reclassify(turns, cells, run_stacks(store), read_streams(store.dir))
     by_cell: dict[str, list[dict[str, Any]]] = {}
     for turn in turns:
         by_cell.setdefault(turn["cell_id"], []).append(turn)

@@ -125,11 +125,12 @@ def stack_env(path: Path) -> dict[str, str]:
     return env
 
 
-def run_stacks(run_dir: Path) -> Callable[[str], StackSpec]:
+def run_stacks(store: RunStore) -> Callable[[str], StackSpec]:
     """name -> the run's own stack definition, resolved once per name from its snapshot (runner/config/resolve.py: a
-    stack the run kept no snapshot of is today's file only when its sha256 is the one the run recorded)."""
-    manifest = RunStore(run_dir).manifest() if (run_dir / "manifest.json").is_file() else {}
-    assets = RunAssets.from_run(run_dir, manifest.get("provenance"))
+    stack the run kept no snapshot of is today's file only when its sha256 is the one the run recorded). The
+    manifest is the store's (read once by a RunDir; a damaged one's stand-in in recover mode)."""
+    manifest = store.manifest() if store.manifest_path.is_file() else {}
+    assets = RunAssets.from_run(store.dir, manifest.get("provenance"))
 
     def lookup(name: str) -> StackSpec:
         try:
