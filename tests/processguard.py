@@ -4,7 +4,9 @@ deeply it does it, and tells conftest which test did what; conftest turns that i
 
 What counts: starting a child process (subprocess.Popen, os.system, os.posix_spawn, os.fork/forkpty, os.exec*,
 os.spawn*, pty.spawn, multiprocessing) and binding a socket (every listening server binds first). Clients that only
-connect out are not counted: a test may check "nobody listens there" without being slow."""
+connect out are not counted: a test may check "nobody listens there" without being slow. Hence a container started
+through the Docker SDK is not seen (the SDK connects out to the engine's socket; the engine starts the container):
+such tests are marked by hand (`integration`)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from orchestrator.runner.store.runstore import RunStore
 from orchestrator.runner.turn.guards import GUARDS
 from orchestrator.serving.registry import REPO_ROOT
 
-pytestmark = pytest.mark.server
+pytestmark = pytest.mark.slow  # the parent run's provenance asks git for the checkout's state (git_state)
 
 PRODUCT_CPU = REPO_ROOT / "matrices" / "product-cpu.yaml"
 SERVED_TAG = "qwen2.5-coder:0.5b"

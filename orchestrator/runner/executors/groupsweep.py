@@ -40,7 +40,6 @@ from orchestrator.runner.sweep.cellledger import Seed
 from orchestrator.runner.sweep.progress import SweepProgress
 from orchestrator.runner.sweep.serverlog import SERVERS_FILE
 from orchestrator.runner.sweep.sweep import Sweep
-from orchestrator.runner.turn import tracing
 from orchestrator.serving.serverconfig import ServerConfig
 
 Event = tuple[Any, ...]
@@ -146,13 +145,8 @@ class GroupSweep(Sweep):
     def run_group(self, plan: ServerPlan, pending: dict[str, list[Seed]]) -> int:
         progress = RemoteProgress(self.emit)
         self.progress = progress  # type: ignore[assignment]  # the same calls as SweepProgress, sent on
-        with tracing.exporting():  # the node's spans, when its environment names an OTLP endpoint
-            try:
-                self.tool_servers.start()
-                self.run_server(plan, pending, progress)  # type: ignore[arg-type]
-            finally:
-                self.tool_servers.close()
-                self.streams.close()
+        with self.running():  # the node's spans, when its environment names an OTLP endpoint
+            self.run_server(plan, pending, progress)  # type: ignore[arg-type]
         return self.executed_seeds
 
     def run_seeds(self, *args: Any, **kwargs: Any) -> list[Seed]:

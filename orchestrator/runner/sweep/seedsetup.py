@@ -12,13 +12,13 @@ from orchestrator.serving.handle import ServerHandle
 from orchestrator.serving.launchers import auth_headers
 from orchestrator.serving.render import prompt_counter
 from orchestrator.serving.serverconfig import ServerConfig
-from orchestrator.serving.stackspec import StackSpec
 
 
 def served_by(
-    cell: Cell, spec: StackSpec, handle: ServerHandle, base: dict[str, Any], config: ServerConfig, concurrency: int
+    cell: Cell, handle: ServerHandle, base: dict[str, Any], config: ServerConfig, concurrency: int
 ) -> ServedBy:
     """The server as every seed of the cell reaches it (the same for all of them)."""
+    spec = cell.stack.spec
     return ServedBy(
         stack_label=cell.stack.label,
         spec=spec,

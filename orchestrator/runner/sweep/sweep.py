@@ -12,9 +12,11 @@ Resumable: finished seeds are never rerun."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
@@ -95,10 +97,17 @@ class Sweep:
             self.progress.on_turn(turn)
 
     def run(self) -> int:
-        with tracing.exporting():  # OTLP spans when OTEL_EXPORTER_OTLP_ENDPOINT is set, flushed at the end
+        with self.running():
+            return self.run_plans()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """What a sweep holds while it runs, here or as a Ray group on its node: traces exported (OTLP spans when
+        OTEL_EXPORTER_OTLP_ENDPOINT is set, flushed at the end), the run's tool servers, the streams' side files."""
+        with tracing.exporting():
             try:
                 self.tool_servers.start()
-                return self.run_plans()
+                yield
             finally:
                 self.tool_servers.close()
                 self.streams.close()
@@ -282,7 +291,7 @@ class Sweep:
         template: ChatTemplate | None = None,
     ) -> list[Seed]:
         """Run seeds (concurrently where the matrix says); returns those whose server died under them."""
-        served = served_by(cell, cell.stack.spec, session.handle, base, config, self.matrix.concurrency)
+        served = served_by(cell, session.handle, base, config, self.matrix.concurrency)
         policy = request_policy(self.matrix, cell)
 
         def one(seed: Seed) -> Seed | None:
