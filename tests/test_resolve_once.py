@@ -289,3 +289,17 @@ def test_each_definition_is_read_once_per_run_not_per_cell(monkeypatch: pytest.M
     assert reads == {"stacks": len(stacks), "seeds": len({task.suite for task in matrix.tasks})}
     by_label = {entry.label: entry.spec for entry in matrix.stacks}
     assert all(cell.stack.spec is by_label[cell.stack.label] for cell in cells)
+
+
+def test_a_definition_is_parsed_once_per_content_and_anew_when_edited(tmp_path: Path) -> None:
+    """Two resolutions of the same bytes share the parsed (frozen) object; an edited file is parsed anew, so a
+    run never sees another content than the bytes it read."""
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    text = (REPO_ROOT / "seeds" / "ops.yaml").read_text()
+    (seeds / "ops.yaml").write_text(text)
+    first = RunAssets(tmp_path / "stacks", seeds).suite("ops")
+    assert RunAssets(tmp_path / "stacks", seeds).suite("ops") is first
+    (seeds / "ops.yaml").write_text(text.replace("version: 2", "version: 77", 1))
+    edited = RunAssets(tmp_path / "stacks", seeds).suite("ops")
+    assert edited.version == 77 and first.version != 77

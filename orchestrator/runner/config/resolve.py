@@ -22,9 +22,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pydantic import ValidationInfo
 
@@ -37,6 +37,7 @@ from orchestrator.serving.yamlfiles import YamlInputError, decode_text, parse_ya
 SUITES_SNAPSHOT = "seeds"  # <run>/seeds/<suite>.yaml: the suites a run used, byte for byte
 STACKS_SNAPSHOT = "stacks"  # <run>/stacks/<stack>.yaml: kept by runner/run/provenance.py (secrets redacted)
 CONTEXT_KEY = "assets"  # the pydantic validation context key a matrix's entries resolve through
+ParsedT = TypeVar("ParsedT")
 
 
 def seeds_dir() -> Path:
@@ -113,7 +114,8 @@ class RunAssets:
     def stack(self, name: str) -> StackSpec:
         with self._lock:
             if name not in self._stacks:
-                self._stacks[name] = parse_stack(self._stack_bytes(name), self.stacks_dir / f"{name}.yaml")
+                path = self.stacks_dir / f"{name}.yaml"
+                self._stacks[name] = _parsed(self._stack_bytes(name), path, parse_stack)
             return self._stacks[name]
 
     def suite(self, name: str) -> Suite:
@@ -121,12 +123,7 @@ class RunAssets:
         with self._lock:
             if name not in self._suites:
                 raw = self._file_bytes("seeds", self.seeds_dir, name, SuiteError, "task suite")
-                path = self.seeds_dir / f"{name}.yaml"
-                try:
-                    data = parse_yaml(decode_text(raw, path), path)[1]
-                except YamlInputError as exc:
-                    raise SuiteError(str(exc)) from None
-                self._suites[name] = parse_suite(data, path)
+                self._suites[name] = _parsed(raw, self.seeds_dir / f"{name}.yaml", _parse_suite_file)
                 self._suite_bytes[name] = raw
             return self._suites[name]
 
@@ -196,6 +193,31 @@ class RunAssets:
         directory.mkdir(parents=True, exist_ok=True)  # a resume or an ablation (a writer) keeps the recorded file
         (directory / today.name).write_bytes(raw)
         return directory / today.name
+
+
+def _parse_suite_file(raw: bytes, path: Path) -> Suite:
+    try:
+        data = parse_yaml(decode_text(raw, path), path)[1]
+    except YamlInputError as exc:
+        raise SuiteError(str(exc)) from None
+    return parse_suite(data, path)
+
+
+# A definition file's bytes -> what they parse to, once per process: the objects are frozen, and the key is the
+# exact content (and the path its errors would name), so an edited file is parsed anew. Validating many matrices
+# (a test's hypothesis examples, `validate` of several files) then reads every file but parses each content once.
+_PARSED: dict[tuple[str, str], Any] = {}
+_PARSED_LOCK = threading.Lock()
+
+
+def _parsed(raw: bytes, path: Path, parse: Callable[[bytes, Path], ParsedT]) -> ParsedT:
+    key = (hashlib.sha256(raw).hexdigest(), str(path))
+    with _PARSED_LOCK:
+        if key in _PARSED:
+            return cast(ParsedT, _PARSED[key])
+    value = parse(raw, path)  # a file that does not parse raises, and is never kept
+    with _PARSED_LOCK:
+        return cast(ParsedT, _PARSED.setdefault(key, value))
 
 
 def _unknown(what: str, name: str, directory: Path) -> str:
