@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from orchestrator.serving.handle import (
     scrub_file,
 )
 from orchestrator.serving.readiness import ReadinessTimeout, ServerDied, wait_ready
-from orchestrator.serving.serverconfig import ServerConfig, launch_command, server_argv
+from orchestrator.serving.serverconfig import ServerConfig, launch_command, reproduce_command, server_argv
 from orchestrator.serving.stackspec import StackSpec, render_args
 
 
@@ -162,7 +161,7 @@ def _intended_command(spec: StackSpec, config: ServerConfig) -> str:
         in_container = config.launcher == "docker"
         argv = server_argv(spec, config, bind_host="127.0.0.1", port=0, in_container=in_container)
         image = f"docker run {config.image or spec.images[config.host].reference} " if in_container else ""
-        return image + shlex.join(redact_argv(argv) or [])  # unchecked: the bind may be what failed
+        return image + reproduce_command(redact_argv(argv) or [], {})  # unchecked: the bind may be what failed
     except Exception as exc:  # the config itself may be what is broken
         return f"(no command: {type(exc).__name__}: {exc})"
 
