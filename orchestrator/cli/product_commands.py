@@ -16,13 +16,13 @@ from orchestrator.cli import app, console, fail
 def channels_command(run_dir: Annotated[Path, typer.Argument(help="results/<run_id>")]) -> None:
     """The model channel beside the product channel (majority vote per case), and the gates' verdicts."""
     from orchestrator.analysis.product.gate import format_gate_results
-    from orchestrator.analysis.product.productreport import write_channel_report
+    from orchestrator.analysis.product.productreport import NoChannelsError, write_channel_report
     from orchestrator.runner.store.rundir import open_run
     from orchestrator.runner.store.runstore import StoreError
 
     try:
         markdown, results, written = write_channel_report(open_run(run_dir))
-    except StoreError as exc:
+    except (StoreError, NoChannelsError) as exc:
         fail(str(exc))
     console.print(markdown, highlight=False, soft_wrap=True)
     if results:

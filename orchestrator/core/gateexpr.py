@@ -25,6 +25,7 @@ _SHAPE = re.compile(r"^\s*(?P<metric>[^\s<>=!]+)\s*(?P<op>[<>=!]+)\s*(?P<thresho
 _FRACTION = re.compile(r"^(\d+)/(\d+)$")
 _DECIMAL = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)$")
 _PERCENT = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)%$")
+MAX_THRESHOLD_CHARS = 32  # a pass rate needs few digits; thousands would pass Python's int-string limit
 SHAPE_HELP = "expected '<channel>.<set>.<dimension> <op> <threshold>', e.g. 'product.core.answer >= 12/14'"
 
 
@@ -63,6 +64,9 @@ def _choice(text: str, what: str, value: str, allowed: Iterable[str]) -> str:
 
 def parse_threshold(text: str, threshold: str) -> Fraction:
     """`N/M`, a decimal in [0, 1], or a percentage `85%`, as an exact fraction in [0, 1]."""
+    if len(threshold) > MAX_THRESHOLD_CHARS:
+        too_long = f"threshold of {len(threshold)} characters: a pass rate takes at most {MAX_THRESHOLD_CHARS}"
+        raise _fail(text[:80] + "...", too_long)
     if fraction := _FRACTION.match(threshold):
         numerator, denominator = int(fraction.group(1)), int(fraction.group(2))
         if denominator == 0:

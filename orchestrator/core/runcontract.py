@@ -23,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SCHEMA_VERSION
+from orchestrator.core.gateexpr import parse_gate
+from orchestrator.core.scoring import Expectation
+from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SCHEMA_VERSION, TurnRecord
 
 FIRST_VERSION = 1  # what a file without `schema_version` is
 JsonObject = dict[str, Any]
@@ -87,6 +89,66 @@ class _Recorded(BaseModel):
     schema_version: int = FIRST_VERSION
 
 
+class SuiteCases(BaseModel):
+    """manifest `cases`, one scored suite: its core set and each case's expectation as the run started."""
+
+    model_config = ConfigDict(extra="allow")
+
+    core: list[str] = Field(default_factory=list)
+    expect: dict[str, Expectation] = Field(default_factory=dict)
+
+
+class RecordedGates(BaseModel):
+    """The recorded matrix's product parts that `channels`, `gate` and `report` read: its channel axis and its
+    gates, each an expression this code can read (core/gateexpr.py)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    channels: list[str] | None = None
+    gate: list[str] | None = None
+
+    @field_validator("gate")
+    @classmethod
+    def _readable(cls, gates: list[str] | None) -> list[str] | None:
+        for gate in gates or []:
+            parse_gate(gate)  # GateError (a ValueError) names the expression
+        return gates
+
+
+class ImageEntry(BaseModel):
+    """One image of manifest `images` (cli/images_command.py, from serving/images.py `ImageRecord`): what the
+    next night's `--previous` and the printout read."""
+
+    model_config = ConfigDict(extra="allow")
+
+    stack: str
+    host: str
+    image: str
+    status: str
+    reason: str | None = None
+    tag: str | None = None
+    identity: str | None = None
+    changed: bool | None = None
+    pinned_digest: str | None = None
+    new_digest: str | None = None
+    image_id: str | None = None
+    old_digest: str | None = None
+    old_source: str | None = None
+    version_label: str | None = None
+    release_notes: str | None = None
+
+
+class ImagesRecord(BaseModel):
+    """manifest `images`, and the file `orchestrate images --out` saves."""
+
+    model_config = ConfigDict(extra="allow")
+
+    entries: list[ImageEntry]
+    resolved_at: str | None = None
+    matrix_file: str | None = None
+    refresh: bool = False
+
+
 class RunManifest(_Recorded):
     """manifest.json: what ran (the matrix as resolved, the code, packages and host) and when."""
 
@@ -99,12 +161,12 @@ class RunManifest(_Recorded):
     packages: JsonObject | None = None
     host: JsonObject | None = None
     guards: JsonObject | None = None  # the product channel's guards: {"active": [...], "env": ...}
-    cases: JsonObject | None = None  # per scored suite: its core set and each case's expectation
+    cases: dict[str, SuiteCases] | None = None  # per scored suite: its core set and each case's expectation
     started: str | None = None
     finished: str | None = None
     wall_s: float | None = None
     resumes: list[JsonObject] | None = None
-    images: JsonObject | None = None  # cli/images_command.py: the images resolved for the run
+    images: ImagesRecord | None = None  # cli/images_command.py: the images resolved for the run
     ablation: JsonObject | None = None  # an ablation run: its parent and guards
     executor: JsonObject | None = None  # the executor (local or ray) the run last ran on
     config_mismatch: list[str] | None = None  # an ablation: its cells whose stack config differs from the parent's
@@ -200,18 +262,44 @@ RUN_STATE_FIELDS = frozenset(
 )
 
 
-def _first_problem(exc: ValidationError) -> str:
+def _first_problem(exc: ValidationError, *within: str) -> str:
     error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"]) or "(file)"
+    where = ".".join(str(part) for part in (*within, *error["loc"])) or "(file)"
     return f"field {where!r}: {error['msg']}"
 
 
 def read_manifest(where: str, data: JsonObject) -> RunManifest:
-    """A manifest's JSON object as the current version's `RunManifest` (SchemaVersionError, ContractError)."""
+    """A manifest's JSON object as the current version's `RunManifest`, its recorded matrix's channels and gates
+    checked too (SchemaVersionError, ContractError)."""
     try:
-        return RunManifest.model_validate(upgraded(where, data))
+        manifest = RunManifest.model_validate(upgraded(where, data))
     except ValidationError as exc:
         raise ContractError(f"{where}: not a run manifest ({_first_problem(exc)})") from exc
+    try:
+        RecordedGates.model_validate(manifest.matrix)
+    except ValidationError as exc:
+        raise ContractError(f"{where}: not a run manifest ({_first_problem(exc, 'matrix')})") from exc
+    return manifest
+
+
+# A turn record's product-channel fields (core/types.py), checked on every record that holds one: the channel
+# readers (core/scoring.py) walk them as the record types them.
+PRODUCT_FIELDS = ("channel", "without", "executions", "guard_events", "prompted_by", "final_answer")
+_ProductParts: type[BaseModel] = create_model(  # type: ignore[call-overload]  # fields built from the record's
+    "ProductParts", **{name: (TurnRecord.model_fields[name].annotation, None) for name in PRODUCT_FIELDS}
+)
+
+
+def product_field_problems(record: JsonObject) -> list[str]:
+    """The product-channel fields of a turn record that are not of the record's types (null: absent)."""
+    present = {name: record[name] for name in PRODUCT_FIELDS if record.get(name) not in (None, [])}
+    if not present:
+        return []
+    try:
+        _ProductParts.model_validate(present)
+    except ValidationError as exc:
+        return sorted({str(error["loc"][0]) for error in exc.errors()})
+    return []
 
 
 def check_cell(where: str, data: JsonObject) -> JsonObject:

@@ -27,6 +27,11 @@ from orchestrator.runner.store.runstore import RunStore, counted_turns, write_js
 # The report files the page takes sections from (analysis/report/htmlreport.py), named once.
 CHANNELS_FILE, GATE_FILE, ABLATION_FILE = "channels.json", "gate.json", "ablation.json"
 
+
+class NoChannelsError(ValueError):
+    """A run whose matrix has no channel axis: there is no model/product table to write."""
+
+
 def recorded_cases(manifest: dict[str, Any]) -> tuple[dict[CaseId, Expectation], set[CaseId]]:
     """What each case declared right when the run started, and its core cases."""
     expectations: dict[CaseId, Expectation] = {}
@@ -150,7 +155,10 @@ def first_answer_agreement(records: list[dict[str, Any]]) -> tuple[int, int]:
 
 
 def write_channel_report(store: RunStore) -> tuple[str, list[GateResult], list[Path]]:
-    """report/channels.{md,json} and report/gate.json; returns the markdown and the gate results."""
+    """report/channels.{md,json} and report/gate.json; returns the markdown and the gate results. A run without
+    product channels is NoChannelsError, and nothing is written."""
+    if not store.manifest().get("matrix", {}).get("channels"):
+        raise NoChannelsError(f"{store.dir}: this run has no product channels (its matrix has no `channels` axis)")
     verdicts, core = run_verdicts(store)
     rows = channel_table(verdicts, core)
     same, pairs = first_answer_agreement(counted_turns(store.read_turns()))

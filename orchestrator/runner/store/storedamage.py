@@ -16,6 +16,7 @@ import numpy as np
 
 from orchestrator.core.cell import LATER_AXES, PRIMARY_AXES
 from orchestrator.core.jsonl import BulkDecode, bulk_decoded, iter_chunks, numbered_lines
+from orchestrator.core.runcontract import product_field_problems
 from orchestrator.core.types import Outcome
 from orchestrator.runner.store.turnview import TurnView, decode_view
 
@@ -93,6 +94,7 @@ def turn_record(raw: bytes) -> dict[str, Any]:
     flags = record.get("flags")
     wrong += [] if flags is None or (isinstance(flags, list) and all(isinstance(f, str) for f in flags)) else ["flags"]
     wrong += [] if isinstance(record.get("superseded", False), bool) else ["superseded"]
+    wrong += product_field_problems(record)
     if wrong:
         raise LineError(f"not a turn record (wrong type for {', '.join(wrong)})")
     if record["outcome"] not in OUTCOMES:
