@@ -152,3 +152,84 @@ def test_channels_on_a_run_without_channels_is_an_error_and_writes_nothing(tmp_p
     assert result.returncode == 2, result.stdout + result.stderr
     assert "this run has no product channels" in " ".join(result.stderr.split())
     assert sorted(path.relative_to(run) for path in run.rglob("*")) == before
+
+
+def test_a_gate_threshold_of_thousands_of_digits_is_one_gate_error() -> None:
+    from orchestrator.core.gateexpr import GateError, parse_gate
+
+    for threshold in ("9" * 5000, "1/" + "9" * 5000, "0." + "9" * 5000 + "%"):
+        with pytest.raises(GateError, match="threshold of"):
+            parse_gate(f"product.core.answer >= {threshold}")
+
+
+GOOD_ENTRY = {
+    "stack": "vllm",
+    "host": "gpu",
+    "image": "vllm/vllm-openai:v0.9.0",
+    "repository": "vllm/vllm-openai",
+    "tag": "v0.9.0",
+    "pinned_digest": None,
+    "status": "unresolved",
+    "reason": "no Docker engine",
+    "changed": None,
+    "identity": None,
+}
+BAD_RECORDS = [
+    ("entry-a-number", {"entries": [5]}, "entries.0"),
+    ("entry-without-host", {"entries": [{k: v for k, v in GOOD_ENTRY.items() if k != "host"}]}, "entries.0.host"),
+    ("status-a-list", {"entries": [{**GOOD_ENTRY, "status": ["x"]}]}, "entries.0.status"),
+    ("entries-an-object", {"entries": {"a": GOOD_ENTRY}}, "entries"),
+]
+
+
+@pytest.mark.parametrize(("record", "field"), [c[1:] for c in BAD_RECORDS], ids=[c[0] for c in BAD_RECORDS])
+def test_images_never_writes_a_bad_record_into_a_run(tmp_path: Path, record: Json, field: str) -> None:
+    run = _copy(PLAIN_RUN, tmp_path)
+    manifest = (run / "manifest.json").read_bytes()
+    saved = tmp_path / "images.json"
+    saved.write_text(json.dumps(record))
+    result = orchestrate("images", "--record", str(saved), "--into", str(run))
+    assert result.returncode == 2, result.stdout + result.stderr
+    error = " ".join(result.stderr.split())
+    assert "--record" in error and f"field '{field}" in error, error
+    assert (run / "manifest.json").read_bytes() == manifest
+
+
+def test_a_deeply_nested_images_record_is_one_clear_error(tmp_path: Path) -> None:
+    saved = tmp_path / "images.json"
+    saved.write_text('{"entries": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    result = orchestrate("images", "--record", str(saved))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--record" in result.stderr
+
+
+def test_a_bad_recorded_images_entry_is_one_clear_error_for_previous(tmp_path: Path) -> None:
+    run = _copy(PLAIN_RUN, tmp_path)
+    _edit_manifest(run, lambda manifest: manifest.__setitem__("images", {"entries": [{"stack": 5}]}))
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text("never: read\n")
+    result = orchestrate("images", "--matrix", str(matrix), "--previous", str(run))
+    assert result.returncode == 2, result.stdout + result.stderr
+    error = " ".join(result.stderr.split())
+    assert "--previous" in error and "manifest.json" in error and "field 'images.entries.0" in error, error
+
+
+@pytest.mark.parametrize("where", ["a-directory", "no-such-folder/images.json"])
+def test_an_unwritable_out_is_one_clear_error(tmp_path: Path, where: str) -> None:
+    (tmp_path / "a-directory").mkdir()
+    saved = tmp_path / "images.json"
+    saved.write_text(json.dumps({"entries": [GOOD_ENTRY]}))
+    result = orchestrate("images", "--record", str(saved), "--out", str(tmp_path / where))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--out" in result.stderr
+
+
+def test_a_good_images_record_goes_into_the_run_and_reads_back(tmp_path: Path) -> None:
+    run = _copy(PLAIN_RUN, tmp_path)
+    saved = tmp_path / "images.json"
+    saved.write_text(json.dumps({"entries": [GOOD_ENTRY]}))
+    assert orchestrate("images", "--record", str(saved), "--into", str(run)).returncode == 0
+    assert json.loads((run / "manifest.json").read_text())["images"]["entries"] == [GOOD_ENTRY]
+    again = orchestrate("images", "--record", str(saved), "--previous", str(run))
+    assert again.returncode == 0, again.stderr
+    assert "NOT RESOLVED (no Docker engine)" in again.stdout

@@ -15,9 +15,11 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.cli import app, console, err_console, fail
+from orchestrator.core.runcontract import ContractError, check_images
 from orchestrator.runner.config.matrixfile import MatrixError, load_matrix
 from orchestrator.runner.store.rundir import open_run
 from orchestrator.runner.store.runstore import RunStore, StoreError, now
+from orchestrator.runner.store.storedamage import load_json
 from orchestrator.serving.images import ImageRecord, engine_client, image_record
 from orchestrator.serving.registry import load_stack
 
@@ -80,13 +82,22 @@ def describe(entry: dict[str, Any]) -> str:
 
 
 def _read_record(path: Path) -> dict[str, Any]:
+    """A record saved by `--out`, checked against the run contract (core/runcontract.py `ImagesRecord`)."""
     try:
-        data = json.loads(path.read_text())
+        data = load_json(path.read_bytes())  # deep nesting: a ValueError, not a RecursionError
     except (OSError, ValueError) as exc:
         fail(f"--record {path}: cannot read it ({exc})")
-    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
-        fail(f"--record {path}: not an images record (written by `orchestrate images --out`)")
-    return data
+    try:
+        return check_images(f"--record {path}", data)
+    except ContractError as exc:
+        fail(f"{exc} (written by `orchestrate images --out`?)")
+
+
+def _save(out: Path, data: dict[str, Any]) -> None:
+    try:
+        out.write_text(json.dumps(data, indent=2) + "\n")
+    except OSError as exc:
+        fail(f"--out {out}: cannot write it ({exc})")
 
 
 @app.command("images")
@@ -109,7 +120,7 @@ def images_command(
     data = resolve_matrix(matrix, refresh=refresh, previous=_previous_images(previous)) if matrix else None
     data = data or _read_record(record)  # type: ignore[arg-type]
     if out is not None:
-        out.write_text(json.dumps(data, indent=2) + "\n")
+        _save(out, data)
     if into is not None:
         try:
             store = RunStore(into)

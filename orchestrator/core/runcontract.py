@@ -21,7 +21,7 @@ written by a later minor change, or a key a command adds (`resumes`, `images`, `
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
@@ -31,6 +31,7 @@ from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SCHEMA_VERSION, TurnR
 
 FIRST_VERSION = 1  # what a file without `schema_version` is
 JsonObject = dict[str, Any]
+ImageStatus = Literal["resolved", "local_build", "unresolved"]  # serving/images.py: how an image was resolved
 
 
 class SchemaVersionError(ValueError):
@@ -124,7 +125,7 @@ class ImageEntry(BaseModel):
     stack: str
     host: str
     image: str
-    status: str
+    status: ImageStatus
     reason: str | None = None
     tag: str | None = None
     identity: str | None = None
@@ -300,6 +301,16 @@ def product_field_problems(record: JsonObject) -> list[str]:
     except ValidationError as exc:
         return sorted({str(error["loc"][0]) for error in exc.errors()})
     return []
+
+
+def check_images(where: str, data: Any) -> JsonObject:
+    """An images record (`orchestrate images`) checked against `ImagesRecord`, before it is written into a run
+    (ContractError naming `where` and the field); the object itself is returned."""
+    try:
+        ImagesRecord.model_validate(data)
+    except ValidationError as exc:
+        raise ContractError(f"{where}: not an images record ({_first_problem(exc)})") from exc
+    return data
 
 
 def check_cell(where: str, data: JsonObject) -> JsonObject:

@@ -12,14 +12,14 @@ with its image id, never a made-up digest.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from orchestrator.core.runcontract import ImageStatus
 from orchestrator.serving.stackspec import Host, ImageRef, StackSpec
 
 VERSION_LABEL = "org.opencontainers.image.version"  # the OCI annotation images carry their release in
-Status = Literal["resolved", "local_build", "unresolved"]
 
 
 class EngineImage(Protocol):
@@ -42,7 +42,7 @@ class ImageRecord(BaseModel):
     version: str | None = None  # the release: the tag's, else a version label that matches the stack's pattern
     version_label: str | None = None  # the image's org.opencontainers.image.version as is (often the base OS's)
     release_notes: str | None = None
-    status: Status
+    status: ImageStatus
     reason: str | None = None  # why unresolved, or what a local build is
     refreshed: bool = False  # the tag was pulled just now
 
