@@ -42,7 +42,7 @@ def test_every_streamed_turn_relabels_offline_to_what_was_recorded(store: RunSto
     streams = read_streams(store.dir)
     streamed = [turn for turn in _final_attempts(turns) if turn.get("stream_ref")]
     assert len(streamed) > 100
-    assert {attempt_key(turn) for turn in streamed} <= set(streams)  # no streamed turn lost its events
+    assert {turn["stream_ref"] for turn in streamed} <= set(streams)  # no streamed turn lost its events
     again = {attempt_key(t): t for t in reclassify(turns, cells, run_stacks(store), streams) if t.get("stream_ref")}
     fields = ("outcome", "detail", "calls")
     unjudged = 0

@@ -4,6 +4,7 @@ events in the run's side files) with the one labeller, so a run's outcomes can b
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from orchestrator.core.classify import AUTO_FORMAT
@@ -12,8 +13,10 @@ from orchestrator.core.labelling import StreamInput, label_turn
 from orchestrator.core.replyfacts import CACHE_NOT_CLEARED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG, PROMPT_TRUNCATED_FLAG
 from orchestrator.core.streams import StreamEvent
 from orchestrator.core.types import TransportError
-from orchestrator.runner.store.runstore import turn_key
-from orchestrator.runner.store.streamstore import attempt_key
+from orchestrator.runner.run.provenance import run_stacks
+from orchestrator.runner.store.runstore import RunStore, turn_key
+from orchestrator.runner.store.storedamage import Damage
+from orchestrator.runner.store.streamstore import StreamRef, read_streams, stream_of
 from orchestrator.serving.stackspec import StackSpec
 
 # Flags the runner sets (the rest are read from the answer, so --reclassify recomputes them): the cache family
@@ -22,15 +25,14 @@ RUNNER_FLAG_FAMILIES = frozenset({CACHE_NOT_CLEARED_FLAG.split(":")[0]})
 RUNNER_FLAGS = frozenset({PROMPT_TRUNCATED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG})
 HARNESS_ERRORS = frozenset({"template_error"})  # turns the harness could not send: no answer to recompute
 EVENTS_MISSING_FLAG = "stream:events_missing"  # a streamed turn whose side-file line is gone: kept as recorded
+# A streamed turn whose stream_ref names a line of another cell's file, or a line holding another attempt's key:
+# kept as recorded, the line never used (analysis/report/report.py lists it as damage).
+EVENTS_DAMAGED_FLAG = "stream:events_damaged"
+Streams = dict[StreamRef, dict[str, Any]]
 
-def stream_input(turn: dict[str, Any], streams: dict[tuple[Any, ...], dict[str, Any]]) -> StreamInput | None:
-    """A streamed turn's events from the run's side file (None: not streamed, never a stream, or its events
-    are missing from the side files)."""
-    if not turn.get("stream_ref"):
-        return None
-    stored = streams.get(attempt_key(turn))
-    if stored is None:
-        return None
+
+def stream_input(stored: dict[str, Any]) -> StreamInput:
+    """A streamed turn's events from its side-file record."""
     events = [StreamEvent.from_list(item) for item in stored.get("events") or []]
     api = "ollama" if stored.get("api") == "ollama" else "openai"
     cut = stored.get("cut") if stored.get("cut") in ("truncated", "stalled", "deadline") else None
@@ -41,13 +43,13 @@ def reclassify(
     turns: list[dict[str, Any]],
     cells: dict[str, dict[str, Any]],
     stacks: Callable[[str], StackSpec],
-    streams: dict[tuple[Any, ...], dict[str, Any]] | None = None,
+    streams: Streams | None = None,
 ) -> list[dict[str, Any]]:
     """Recompute outcome/detail/calls/flags and the text call facts (call_format, text_calls,
     text_call_recoverable) of every stored turn from its raw answer, with the signatures of `stacks` (a run's
     own snapshot of its stack definitions, where it kept one) and the cell's recorded call_format (auto for a
     cell recorded before it had one). A streamed turn is re-assembled from its raw events (`streams`: the
-    run's side files by attempt key), and constraint compliance is recomputed from the cell's semantics."""
+    run's side files by reference: `stream_of`), and constraint compliance is recomputed from the cell's semantics."""
     retried = _retried_attempts(turns)
     streams = streams or {}
     out = []
@@ -56,10 +58,12 @@ def reclassify(
         if _attempt_key(turn) in retried or harness_error:  # a later attempt answered / nothing was sent
             out.append(turn)
             continue
-        stream = stream_input(turn, streams)
-        if turn.get("stream_ref") and stream is None:  # nothing to recompute from: the recorded verdict stands
-            out.append({**turn, "flags": [*(turn.get("flags") or []), EVENTS_MISSING_FLAG]})
+        stored, problem = stream_of(turn, streams) if turn.get("stream_ref") else (None, "")
+        if turn.get("stream_ref") and stored is None:  # nothing to recompute from: the recorded verdict stands
+            flag = EVENTS_MISSING_FLAG if problem == "missing" else EVENTS_DAMAGED_FLAG
+            out.append({**turn, "flags": [*(turn.get("flags") or []), flag]})
             continue
+        stream = stream_input(stored) if stored is not None else None
         cell = cells.get(turn["cell_id"], {})
         suite = turn.get("suite") or (cell.get("suites") or [None])[0]
         tools = (cell.get("tools") or {}).get(suite, [])
@@ -100,6 +104,29 @@ def reclassify(
             }
         )
     return out
+
+
+def reclassify_run(
+    store: RunStore, turns: list[dict[str, Any]], cells: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`reclassify` with the run's own stack snapshot and side files; a turn whose stream_ref names a line that
+    is another attempt's is noted as the store's damage (report/DAMAGE.md), its recorded verdict kept."""
+    streams = read_streams(store.dir)
+    again = reclassify(turns, cells, run_stacks(store), streams)
+    for turn in again:
+        if EVENTS_DAMAGED_FLAG in turn["flags"]:
+            store.note(_stream_damage(store.dir, turn, stream_of(turn, streams)[1]))
+    return again
+
+
+def _stream_damage(run_dir: Path, turn: dict[str, Any], problem: str) -> Damage:
+    ref = str(turn.get("stream_ref"))
+    kept = f"not used; turn {turn.get('turn')} of seed {turn.get('seed')!r} in cell {turn.get('cell_id')!r} keeps its "
+    kept += "recorded verdict"
+    if problem.startswith(f"{ref} "):  # the line it names holds another attempt's stream: the damage is that line
+        name, _, line = ref.rpartition(":")
+        return Damage(run_dir / name, int(line), "bad_line", f"{problem.removeprefix(ref + ' ')}: {kept}")
+    return Damage(run_dir / "turns.jsonl", None, "bad_line", f"{problem}: {kept}")
 
 
 def _attempt_key(turn: dict[str, Any]) -> tuple[Any, ...]:

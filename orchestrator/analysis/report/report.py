@@ -23,7 +23,7 @@ from orchestrator.analysis.report.drilldown import PAGES_DIR, cell_href, fill_ro
 from orchestrator.analysis.report.gridcolumns import column_labels, column_order, markdown_table
 from orchestrator.analysis.report.htmlreport import build_page, page_headers, write_index
 from orchestrator.analysis.report.parallel import write_parallel_report
-from orchestrator.analysis.report.reclassify import reclassify
+from orchestrator.analysis.report.reclassify import reclassify_run
 from orchestrator.analysis.report.requestaxes import constraint_table, divergence_markers, stream_pairs, stream_timing
 from orchestrator.analysis.report.views import cell_state
 from orchestrator.core.classify import is_context_overflow
@@ -38,10 +38,8 @@ from orchestrator.core.replyfacts import (
 )
 from orchestrator.core.stats import BootstrapSettings, CellStats, cells_stats
 from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd
-from orchestrator.runner.run.provenance import run_stacks
 from orchestrator.runner.store.runstore import RunStore, counted_turns
 from orchestrator.runner.store.storedamage import DAMAGED_STATUS
-from orchestrator.runner.store.streamstore import read_streams
 
 CONFIG_COLUMNS = [
     "stack_label",
@@ -179,7 +177,7 @@ def load_run(store: RunStore, *, do_reclassify: bool = False) -> RunTurns:
     cells = {cell["cell_id"]: cell for cell in store.read_cells()}
     turns = store.read_turns(view=not do_reclassify)  # reclassifying needs the raw replies the view skips
     if do_reclassify:
-        turns = reclassify(turns, cells, run_stacks(store), read_streams(store.dir))
+        turns = reclassify_run(store, turns, cells)
     by_cell: dict[str, list[dict[str, Any]]] = {}
     for turn in turns:
         by_cell.setdefault(turn["cell_id"], []).append(turn)

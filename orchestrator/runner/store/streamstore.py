@@ -3,7 +3,9 @@
 
 Written before the turn record that points at it (`stream_ref`: `streams/<cell_id>.jsonl:<line>`), flushed per
 line, so turns.jsonl stays small and `report --reclassify` can re-assemble any streamed turn. A torn last line
-(a crash mid-write) is skipped on reading; an attempt written twice (a resumed seed) is read by its key.
+(a crash mid-write) is skipped on reading. A turn's stream is the line its own `stream_ref` names, and only when
+that line is in its cell's file and holds its own attempt key (`stream_of`): a line found anywhere else (a stray
+file, another cell's file, an attempt written twice) never stands in for it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,17 @@ from orchestrator.core.cell import slug
 STREAMS_DIR = "streams"
 
 
+StreamRef = str  # `streams/<file>:<line>`, as StreamStore.append returns it and a turn record's stream_ref holds
+
+
 def attempt_key(record: dict[str, Any]) -> tuple[Any, ...]:
     """A turn attempt's identity: the turn record's fields, or a side-file record's `key`."""
     return tuple(record.get(k, 0) for k in ("cell_id", "seed", "seed_attempt", "sample", "turn", "attempt"))
+
+
+def stream_file(cell_id: str) -> str:
+    """The side file a cell's streams are written to, relative to the run directory."""
+    return f"{STREAMS_DIR}/{slug(cell_id)}.jsonl"
 
 
 class StreamStore:
@@ -31,7 +41,7 @@ class StreamStore:
 
     def append(self, cell_id: str, record: dict[str, Any]) -> str:
         """Write one streamed attempt; returns its reference for the turn record."""
-        name = f"{slug(cell_id)}.jsonl"
+        name = stream_file(cell_id).removeprefix(f"{STREAMS_DIR}/")
         with self.lock:
             if name not in self.handles:
                 self.dir.mkdir(parents=True, exist_ok=True)
@@ -63,19 +73,34 @@ def _count_lines(path: Path) -> int:
     return data.count(b"\n")
 
 
-def read_streams(run_dir: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """Every stored stream of a run by attempt key (the last written wins); unreadable lines are skipped."""
-    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+def read_streams(run_dir: Path) -> dict[StreamRef, dict[str, Any]]:
+    """Every stored stream of a run by its reference (file and line); unreadable lines are skipped."""
+    found: dict[StreamRef, dict[str, Any]] = {}
     folder = run_dir / STREAMS_DIR
     if not folder.is_dir():
         return found
     for path in sorted(folder.glob("*.jsonl")):
         # Lines end at `\n` only: streamed text may hold U+2028 or U+0085, which str.splitlines cuts at.
-        for line in path.read_bytes().split(b"\n"):
+        for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
             try:
                 record = json.loads(line.decode("utf-8", errors="replace"))
             except (ValueError, RecursionError):  # a torn or damaged line; deep nesting is no record either
                 continue
             if isinstance(record, dict) and isinstance(record.get("key"), dict):
-                found[attempt_key(record["key"])] = record
+                found[f"{STREAMS_DIR}/{path.name}:{number}"] = record
     return found
+
+
+def stream_of(turn: dict[str, Any], streams: dict[StreamRef, dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
+    """A streamed turn's side-file record: the line its own `stream_ref` names, if that line is in the turn's
+    cell's file and holds the turn's attempt key. Else (None, why): `missing` (no readable line there) or what
+    makes the line another attempt's (damage: never used)."""
+    ref = turn.get("stream_ref")
+    if not isinstance(ref, str) or not ref.startswith(stream_file(str(turn.get("cell_id"))) + ":"):
+        return None, f"stream_ref {ref!r} is not a line of the cell's side file {stream_file(str(turn.get('cell_id')))}"
+    stored = streams.get(ref)
+    if stored is None:
+        return None, "missing"
+    if attempt_key(stored["key"]) != attempt_key(turn):
+        return None, f"{ref} holds the stream of another attempt ({json.dumps(stored['key'], default=str)[:200]})"
+    return stored, ""
