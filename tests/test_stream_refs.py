@@ -44,8 +44,8 @@ def _final(turns: list[Json]) -> list[Json]:
     return [
         t
         for t in turns
-        if t.get("stream_ref") and (t["cell_id"], t["seed"], t.get("seed_attempt", 0), t["turn"], t["attempt"] + 1)
-        not in keys
+        if t.get("stream_ref")
+        and (t["cell_id"], t["seed"], t.get("seed_attempt", 0), t["turn"], t["attempt"] + 1) not in keys
     ]
 
 
@@ -112,7 +112,7 @@ def test_a_stream_ref_naming_another_cells_file_is_damage_never_used(tmp_path: P
     moved = f"streams/{other.name}:{count + 1}"
     turns = _turns(run)
     for turn in turns:
-        if turn["stream_ref"] == victim["stream_ref"] if turn.get("stream_ref") else False:
+        if turn.get("stream_ref") == victim["stream_ref"]:
             turn["stream_ref"] = moved
     (run / "turns.jsonl").write_text("".join(json.dumps(turn) + "\n" for turn in turns))
     fresh = _relabelled(run)[moved]
