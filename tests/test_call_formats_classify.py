@@ -23,7 +23,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from rich.console import Console
 
-from orchestrator.analysis.report.report import format_counts, long_table, reclassify
+from orchestrator.analysis.report.reclassify import reclassify
+from orchestrator.analysis.report.report import format_counts, long_table
 from orchestrator.analysis.report.views import probe_view
 from orchestrator.core.classify import check_call_format, classify, known_call_formats
 from orchestrator.core.modes import JSON_FORMAT

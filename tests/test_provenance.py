@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.analysis.report.report import long_table, reclassify
+from orchestrator.analysis.report.reclassify import reclassify
+from orchestrator.analysis.report.report import long_table
 from orchestrator.runner.config.cellconfig import config_sha256
 from orchestrator.runner.run.provenance import drift, fingerprint, git_state, run_stacks
 from orchestrator.runner.run.runs import DriftError, resume_run
