@@ -83,12 +83,6 @@ def reclassify(
             stream=stream,
             semantics=request_semantics(cell.get("tool_choice"), cell.get("parallel_tool_calls"), tools),
         )
-        # Flags the runner added (not read from the answer) stay as recorded.
-        kept = [
-            flag
-            for flag in turn.get("flags") or []
-            if flag.split(":", 1)[0] in RUNNER_FLAG_FAMILIES or flag in RUNNER_FLAGS
-        ]
         out.append(
             {
                 **turn,
@@ -99,7 +93,7 @@ def reclassify(
                 "text_call_recoverable": verdict.text_call_recoverable,
                 "call_format": verdict.call_format,
                 "finish_reason": verdict.finish_reason,
-                "flags": [*verdict.flags, *kept],
+                "flags": [*verdict.flags, *_runner_flags(turn)],
                 "constraint_honoured": verdict.constraint_honoured,
             }
         )
@@ -127,6 +121,15 @@ def _stream_damage(run_dir: Path, turn: dict[str, Any], problem: str) -> Damage:
         name, _, line = ref.rpartition(":")
         return Damage(run_dir / name, int(line), "bad_line", f"{problem.removeprefix(ref + ' ')}: {kept}")
     return Damage(run_dir / "turns.jsonl", None, "bad_line", f"{problem}: {kept}")
+
+
+def _runner_flags(turn: dict[str, Any]) -> list[str]:
+    """The flags the runner added (not read from the answer): they stay as recorded."""
+    return [
+        flag
+        for flag in turn.get("flags") or []
+        if flag.split(":", 1)[0] in RUNNER_FLAG_FAMILIES or flag in RUNNER_FLAGS
+    ]
 
 
 def _attempt_key(turn: dict[str, Any]) -> tuple[Any, ...]:

@@ -94,7 +94,7 @@ def turn_record(raw: bytes) -> dict[str, Any]:
     flags = record.get("flags")
     wrong += [] if flags is None or (isinstance(flags, list) and all(isinstance(f, str) for f in flags)) else ["flags"]
     wrong += [] if isinstance(record.get("superseded", False), bool) else ["superseded"]
-    wrong += product_field_problems(record)
+    wrong += product_field_problems(record)  # the channel readers' fields (the report's lean view reads none)
     if wrong:
         raise LineError(f"not a turn record (wrong type for {', '.join(wrong)})")
     if record["outcome"] not in OUTCOMES:
