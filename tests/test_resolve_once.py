@@ -303,3 +303,25 @@ def test_a_definition_is_parsed_once_per_content_and_anew_when_edited(tmp_path: 
     (seeds / "ops.yaml").write_text(text.replace("version: 2", "version: 77", 1))
     edited = RunAssets(tmp_path / "stacks", seeds).suite("ops")
     assert edited.version == 77 and first.version != 77
+
+
+def test_prompt_templates_are_read_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a seed renders and the template hash its cell records come from one read of orchestrator/templates:
+    after the first use, the package's files are never read again (an edit during a run changes nothing)."""
+    import jinja2
+
+    from orchestrator.core.types import ToolsMode
+    from orchestrator.runner.turn import prompts
+
+    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
+    first = prompts.initial_messages(ToolsMode.TEXT_TOOLS, "sys", "do it", tools)
+    digest = prompts.template_sha256(ToolsMode.TEXT_TOOLS)
+
+    def no_reading(*_args: object) -> None:
+        raise AssertionError("a prompt template was read again")
+
+    monkeypatch.setattr(jinja2.PackageLoader, "get_source", no_reading)
+    monkeypatch.setattr(jinja2.FileSystemLoader, "get_source", no_reading)
+    assert prompts.initial_messages(ToolsMode.TEXT_TOOLS, "sys", "do it", tools) == first
+    assert prompts.template_sha256(ToolsMode.TEXT_TOOLS) == digest
+    assert prompts.template_sha256(ToolsMode.CONSTRAINED) != digest  # a hash of each mode's own templates

@@ -67,18 +67,26 @@ def cell_config(
     """The full stack config of a cell: what ran, what the server said, what was sent. `resolved`: the run's
     suites as offered to the model (an MCP suite's tools listed: runner/config/resolve.py `listed_suites`); given
     always, since the matrix's own suites hold no MCP tools and a cell would record none."""
+    model = config.model if config else None
+    described = handle.describe() if handle else {}
+    record = {
+        **_stack_fields(cell, described),
+        **_served_fields(cell.stack.spec, described, probe_result, model, raw_template),
+        **_model_fields(cell, model),
+        **_task_fields(matrix, cell, model, resolved),
+        **_axis_fields(matrix, cell, resolved, guards, tool_server, probe_result),
+    }
+    return {**record, "config_sha256": config_sha256(record)}
+
+
+def _stack_fields(cell: Cell, described: dict[str, Any]) -> dict[str, Any]:
+    """Which stack config ran, and how it was started."""
     spec = cell.stack.spec
     tool_config = spec.tool_config(cell.stack.resolved_tool_config)
-    by_name = resolved if resolved is not None else matrix.suites()
-    suites = sorted({suite for suite, _ in cell.seeds})
-    tools = {suite: by_name[suite].tools for suite in suites}
-    described = handle.describe() if handle else {}
-    model = config.model if config else None
-    template_sha, template_source = (
-        effective_template(spec, probe_result, model, described.get("argv")) if model else (None, None)
+    image = described.get("image") or (
+        spec.images.get(cell.stack.host).tagged if cell.stack.launcher == "docker" else None
     )
-    canary = probe_result.canary if probe_result else None
-    record = {
+    return {
         "schema_version": SCHEMA_VERSION,
         "cell_id": cell.cell_id,
         "order": cell.order,
@@ -89,8 +97,7 @@ def cell_config(
         "parser": tool_config.parser,
         "launcher": cell.stack.launcher,
         "host": cell.stack.host,
-        "image": described.get("image")
-        or (spec.images.get(cell.stack.host).tagged if cell.stack.launcher == "docker" else None),
+        "image": image,
         "image_id": described.get("image_id"),
         "image_repo_digests": described.get("repo_digests"),
         "binary": described.get("binary") or described.get("python"),
@@ -98,30 +105,59 @@ def cell_config(
         "argv": described.get("argv"),
         "env": described.get("env"),
         "base_url": described.get("base_url"),
+    }
+
+
+def _served_fields(
+    spec: StackSpec,
+    described: dict[str, Any],
+    probe_result: ProbeResult | None,
+    model: ModelRef | None,
+    raw_template: ChatTemplate | None,
+) -> dict[str, Any]:
+    """What the server said of itself (its probe) and the chat template it, or the harness, renders with."""
+    template_sha, template_source = (
+        effective_template(spec, probe_result, model, described.get("argv")) if model else (None, None)
+    )
+    return {
         "stack_version": probe_result.stack_version if probe_result else None,
         "capabilities": _without_template(spec, probe_result.capabilities) if probe_result else None,
         "chat_template_sha256": template_sha,
         "chat_template_source": template_source,
         # The canary conversation rendered by the server itself (render.py): diff two cells' prompts with it.
-        "canary": canary,
+        "canary": probe_result.canary if probe_result else None,
         # What the server applies to a sampler field a request leaves out (every canonical field is sent).
         "sampling_defaults": probe_result.sampling_defaults if probe_result else None,
         # raw-template: the model's own template the harness rendered (not the stack's).
         "raw_template": {"source": raw_template.source, "adds_bos": raw_template.adds_bos} if raw_template else None,
         "raw_template_sha256": raw_template.sha256 if raw_template else None,
+    }
+
+
+def _model_fields(cell: Cell, model: ModelRef | None) -> dict[str, Any]:
+    return {
         "model": cell.model.name,
         "model_path": model.path if model else None,
         "model_digest": model.digest if model else cell.model.digest,
         "model_identity": model.identity if model else "claimed",
         "model_converted_from": model.converted_from if model else None,
         "quantization": (model.quantization if model else None) or cell.model.quantization,
+    }
+
+
+def _task_fields(matrix: Matrix, cell: Cell, model: ModelRef | None, resolved: Mapping[str, Suite]) -> dict[str, Any]:
+    """What was sent: the mode, the tools as offered, the sampler, the turn cap and the seeds."""
+    spec = cell.stack.spec
+    suites = sorted({suite for suite, _ in cell.seeds})
+    tools = {suite: resolved[suite].tools for suite in suites}
+    return {
         "tools_mode": cell.mode.value,
         "hint": mode_of(cell.mode).hint,
         "call_format": cell.call_format,  # how text calls are read: auto or one recogniser (core/textcalls.py)
         "template_sha256": template_sha256(cell.mode),
         "suites": suites,
         "tool_count": {suite: len(t) for suite, t in tools.items()},
-        "tools_sha256": {suite: by_name[suite].tools_sha256 for suite in suites},
+        "tools_sha256": {suite: resolved[suite].tools_sha256 for suite in suites},
         "tools": tools,
         "decoding": matrix.decoding.model_dump(),
         "sampler": sampler_record(spec, matrix.decoding),
@@ -132,6 +168,26 @@ def cell_config(
         },
         "turn_cap": matrix.turn_cap_for(cell.model),
         "seeds": [seed for _, seed in cell.seeds],
+    }
+
+
+def _axis_fields(
+    matrix: Matrix,
+    cell: Cell,
+    resolved: Mapping[str, Suite],
+    guards: frozenset[str],
+    tool_server: dict[str, Any] | None,
+    probe_result: ProbeResult | None,
+) -> dict[str, Any]:
+    """The channel and request-semantics axes, the product's guards and tool server, and the probe's verdict."""
+    suites = sorted({suite for suite, _ in cell.seeds})
+    semantics = (cell.semantics(resolved[suites[0]].tools) or _NO_SEMANTICS) if suites else None
+    probe = (
+        probe_result.model_dump(mode="json", exclude={"server", "capabilities", "canary", "sampling_defaults"})
+        if probe_result
+        else None
+    )
+    return {
         # The channel axis: agent (the plain loop), model (first answer) or product (loop with guards).
         "channel": cell.channel,
         "sample": cell.sample,
@@ -139,17 +195,14 @@ def cell_config(
         # Request semantics (axes): streamed or not; tool_choice and parallel_tool_calls (native modes only).
         "stream": cell.stream,
         "tool_choice": cell.tool_choice,
-        "named_tool": (cell.semantics(tools[suites[0]]) or _NO_SEMANTICS).named_tool if suites else None,
+        "named_tool": semantics.named_tool if semantics else None,
         "parallel_tool_calls": cell.parallel_tool_calls,
-        "stream_fields": spec.stream_fields if cell.stream else None,
+        "stream_fields": cell.stack.spec.stream_fields if cell.stream else None,
         "stream_timeouts": dataclasses.asdict(matrix.timeouts.stream_limits()) if cell.stream else None,
         "guards": sorted(guards) if cell.channel == "product" else None,
         "tool_server": tool_server,
-        "probe": probe_result.model_dump(mode="json", exclude={"server", "capabilities", "canary", "sampling_defaults"})
-        if probe_result
-        else None,
+        "probe": probe,
     }
-    return {**record, "config_sha256": config_sha256(record)}
 
 
 # What makes two cells' stack configs the same: everything that decides how requests are served, and nothing

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import DictLoader, Environment, PackageLoader, StrictUndefined
 
 from orchestrator.core.chattemplate import ChatTemplate, render_chat
 from orchestrator.core.modes import mode_of
@@ -20,19 +20,24 @@ from orchestrator.runner.suites.tasks import ToolResult
 
 
 @cache
+def _sources() -> dict[str, str]:
+    """The prompt templates, read once per process: what a seed renders and the hash its cell records are the
+    same text, however long the run and whatever is edited under orchestrator/templates meanwhile (an edit is
+    drift a resume refuses: runner/run/provenance.py)."""
+    package = PackageLoader("orchestrator", "templates")
+    files = Environment(loader=package)
+    return {name: package.get_source(files, name)[0] for name in package.list_templates()}
+
+
+@cache
 def _env() -> Environment:
     return Environment(
-        loader=PackageLoader("orchestrator", "templates"),
-        undefined=StrictUndefined,
-        keep_trailing_newline=False,
-        autoescape=False,
+        loader=DictLoader(_sources()), undefined=StrictUndefined, keep_trailing_newline=False, autoescape=False
     )
 
 
 def _source(name: str) -> str:
-    loader = _env().loader
-    assert loader is not None
-    return loader.get_source(_env(), name)[0]
+    return _sources()[name]
 
 
 def template_sha256(mode: ToolsMode) -> str:
