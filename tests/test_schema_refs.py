@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.analysis.audit.trajectories import load_tools_file
 from orchestrator.core.classify import classify
@@ -108,6 +110,59 @@ def test_a_recursive_schema_still_judges_the_arguments() -> None:
     )
     verdict = classify(refusals=(), mode="native", tools=tools, http_status=200, body=reply(bad))
     assert (verdict.outcome, verdict.detail) == (Outcome.HALLUCINATED_CALL, "schema:wrong_type")
+
+
+def test_an_identifier_no_uri_parser_reads_is_named() -> None:
+    (problem,) = tool_schema_problems([tool({"$id": "http://[", "type": "object"})])
+    assert problem.startswith("tools[0] ('lookup'): parameters is not usable: ") and "no URI" in problem
+
+
+ref_text = (
+    st.sampled_from(
+        [
+            "#",
+            "#/",
+            "#/$defs/a",
+            "#/$defs/b",
+            "#/properties/x",
+            "#a",
+            "http://[",
+            "other.json",
+            "urn:x",
+            "#/$defs/a/allOf/0",
+            "https://json-schema.org/draft/2020-12/schema",
+        ]
+    )
+    | st.text()
+)
+subschema = st.recursive(
+    st.fixed_dictionaries({}, optional={"$ref": ref_text, "type": st.sampled_from(["object", "string"])}),
+    lambda kids: st.fixed_dictionaries(
+        {},
+        optional={
+            "$ref": ref_text,
+            "allOf": st.lists(kids, max_size=2),
+            "properties": st.dictionaries(st.sampled_from("xy"), kids),
+            "$anchor": st.sampled_from(["a", "b"]),
+            "not": kids,
+        },
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(root=subschema, defs=st.dictionaries(st.sampled_from(["a", "b"]), subschema, max_size=2))
+def test_any_reference_graph_is_one_answer_or_one_line(root: dict[str, Any], defs: dict[str, Any]) -> None:
+    # Whatever the references: the check answers (never raises), and a schema it accepts validates any
+    # arguments without running out of stack or reaching for another document.
+    schema = {**root, "$defs": defs} if defs else root
+    problem = schema_problem(schema)
+    if problem is None:
+        verdict = classify(refusals=(), mode="native", tools=[tool(schema)], http_status=200, body=reply('{"x": {}}'))
+        assert verdict.detail in (None, "schema:wrong_type", "schema:not"), verdict.detail
+    else:
+        assert "\n" not in problem
 
 
 # ---------------------------------------------------------------- every surface that reads a schema

@@ -130,6 +130,13 @@ def _loop_from(start: Any, resolver: Resolver[Any], finished: set[int]) -> Any:
 
 def reference_problem(schema: Mapping[str, Any]) -> str | None:
     """Why the schema's references cannot be followed (one that does not resolve offline, or a loop), or None."""
+    try:
+        return _reference_problem(schema)
+    except ValueError as exc:  # an "$id" or reference no URI parser reads ("http://[")
+        return f"holds an identifier or reference that is no URI ({exc})"
+
+
+def _reference_problem(schema: Mapping[str, Any]) -> str | None:
     root = _LOCAL.resolver_with_root(DRAFT202012.create_resource(schema))
     nodes = list(_every_subschema(schema, root))
     for node, resolver, where in nodes:
