@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from jsonschema_specifications import REGISTRY as METASCHEMAS  # type: ignore[import-untyped]
+from jsonschema_specifications import REGISTRY as METASCHEMAS  # type: ignore[import-untyped]  # no stubs shipped
 from referencing import Registry, Resource
 from referencing._core import Resolver  # the type `resolver_with_root` returns (not re-exported)
 from referencing.exceptions import NoSuchAnchor, PointerToNowhere, Unresolvable
@@ -41,7 +41,7 @@ def _refuse(uri: str) -> Resource[Any]:
     raise RemoteReference("names a document outside the schema (references resolve offline only, never fetched)")
 
 
-OFFLINE_REGISTRY: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
+OFFLINE_REGISTRY: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]  # attrs alias, as jsonschema's
 _LOCAL: Registry[Any] = METASCHEMAS.combine(OFFLINE_REGISTRY)  # what a validator combines it with itself
 
 Node = tuple[Any, Resolver[Any], str]  # a subschema, the resolver its references use, where it is
