@@ -40,6 +40,13 @@ def _first_error(exc: ValidationError) -> str:
     return f"field {where!r}: {error['msg']}"
 
 
+def text_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) for each non-blank line of a JSON Lines text. Lines end at `\\n` only (a `\\r` before
+    it is JSON whitespace): `str.splitlines` would also cut at U+2028, U+0085 and the other Unicode line breaks,
+    which a JSON string may hold raw, and report the halves as truncated JSON."""
+    return ((number, line) for number, line in enumerate(text.split("\n"), start=1) if line.strip())
+
+
 def read_jsonl(path: Path, model: type[ModelT]) -> Iterator[tuple[int, ModelT]]:
     """Yield (line number, record) for each non-blank line; raise InputError on the first bad one. Lines end
     at `\n` only (a JSON string may hold U+2028); each must be UTF-8 JSON, an object, at most MAX_LINE_BYTES

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchestrator.core.callformats.base import BadJSON, loads
 from orchestrator.core.modes import call_schema
 from orchestrator.core.toolschemas import linear_validator
 
@@ -110,8 +111,8 @@ def violates_constraint(content: str | None, tools: Sequence[Any]) -> bool:
     """True unless the content, stripped of surrounding whitespace, is exactly one JSON object valid against
     the enforced schema. Fenced JSON does not conform: a constrained decoder never writes the fence."""
     try:
-        value = json.loads((content or "").strip())
-    except (ValueError, RecursionError):
+        value = loads((content or "").strip())  # bounded, and NaN or Infinity is no JSON: not conforming
+    except BadJSON:
         return True
     if not isinstance(value, dict):
         return True

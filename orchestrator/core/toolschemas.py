@@ -12,7 +12,8 @@ Here both keywords (and `additionalProperties`, which consults `patternPropertie
 arguments' size. RE2 has no look-around or back-references (nor does ECMA-262's core of what JSON Schema
 patterns should be written in); a pattern RE2 cannot compile is a schema problem, named up front, as is
 `unevaluatedProperties` beside `patternProperties` (jsonschema would match those with `re`). RE2's ``\\d``
-and ``\\w`` are ASCII, as in ECMA-262; Python's are Unicode.
+and ``\\w`` are ASCII, as in ECMA-262; Python's are Unicode. References resolve offline only, and one that
+does not resolve, or loops, is a schema problem too (core/schemarefs.py): no check ever reaches the network.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
 from orchestrator.core.jsonsafe import safe_text
+from orchestrator.core.schemarefs import OFFLINE_REGISTRY, reference_problem
 
 MAX_ERRORS = 1000  # errors looked at to pick the first by path
 SCHEMA_ERROR_CHARS = 200  # a schema error quotes the offending value: keep the one line readable
@@ -119,7 +121,8 @@ def _linear_problem(schema: Any) -> str | None:
 
 def schema_problem(schema: Any) -> str | None:
     """Why `schema` is no usable JSON Schema object, or None. Checked against its own metaschema (`$schema`
-    when it names a known draft, else the latest), then for linear-time patterns."""
+    when it names a known draft, else the latest), then for linear-time patterns, then that every reference
+    resolves offline and none loops."""
     if not isinstance(schema, Mapping):
         return f"is not a JSON object (got {type(schema).__name__})"
     try:
@@ -134,7 +137,7 @@ def schema_problem(schema: Any) -> str | None:
         return f"is not a valid JSON Schema: at {exc.json_path}: {_short(exc.message)[1:-1]}"
     except (RecursionError, ValueError, TypeError) as exc:
         return f"is not a valid JSON Schema: {_short(str(exc))[1:-1]}"
-    problem = _linear_problem(schema)
+    problem = _linear_problem(schema) or reference_problem(schema)
     return None if problem is None else f"is not usable: {problem}"
 
 
@@ -156,7 +159,7 @@ def _validator(key: str) -> tuple[Validator | None, str | None]:
     """The linear-time validator for one schema (by its JSON text), or why there is none."""
     schema = json.loads(key)
     problem = schema_problem(schema)
-    return (None, problem) if problem else (LinearValidator(schema), None)
+    return (None, problem) if problem else (LinearValidator(schema, registry=OFFLINE_REGISTRY), None)
 
 
 def _validator_for(schema: Mapping[str, Any]) -> tuple[Validator | None, str | None]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core.jsonl import InputError
+from orchestrator.core.jsonl import InputError, text_lines
 from orchestrator.core.toolschemas import schema_problem
 
 LOCA_GLOB = "*/state*/trajectory.json"  # under `tasks/`: one state = one seed (LOCA-bench README, Output Structure)
@@ -161,7 +161,7 @@ def _line_form(data: Any) -> str | None:
 
 def _load_jsonl(path: Path) -> list[Trajectory]:
     """The first non-empty line decides the form; a line of the other form is an error, never a guess."""
-    lines = [(n, line) for n, line in enumerate(_read_text(path).splitlines(), start=1) if line.strip()]
+    lines = list(text_lines(_read_text(path)))
     if not lines:
         raise InputError(f"{path}: empty (no JSON lines)")
     form: str | None = None

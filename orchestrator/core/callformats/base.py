@@ -8,11 +8,17 @@ decoded (`loads` fails at once: a bound on memory, since decoded JSON takes seve
 decoder itself stops at ~1,000 levels (RecursionError, reported as a failed decode), and calls whose
 arguments nest deeper than `MAX_DEPTH` (200) levels fail (`parse:<family>_too_deep`; for the stack's own
 calls, `parse:arguments_too_deep`).
+
+JSON has no NaN or Infinity (RFC 8259), though Python's decoder reads `NaN`, `Infinity` and `-Infinity`, and
+reads a number too large for a double (`1e999`) as infinity: a verdict would call such arguments valid while
+the turn record writes the value as null. Every decoder here refuses them: the text is no JSON, and so no call
+(for the stack's own calls, `parse:arguments_not_json`), its raw text recorded as written.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,7 +96,35 @@ class ArgumentsNotJSON(Exception):
     """Call-shaped, but its arguments string is not valid JSON."""
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is out of a number's range")
+    return value
+
+
+def non_finite(value: Any) -> bool:
+    """Whether `value` holds a float that no JSON text can write (NaN, ±infinity), walked without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
 MAX_JSON_CHARS = 16 * 1024 * 1024
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 
 
 def loads(text: str) -> Any:
@@ -99,12 +133,11 @@ def loads(text: str) -> Any:
     if len(text) > MAX_JSON_CHARS:
         raise BadJSON(f"longer than {MAX_JSON_CHARS} characters: not decoded")
     try:
-        return json.loads(text)
+        return _DECODER.decode(text)
     except _DECODE_ERRORS as exc:
         raise BadJSON(str(exc)[:200], getattr(exc, "pos", None)) from None
 
 
-_DECODER = json.JSONDecoder()
 _WINDOW = 4096
 _CUT_MARGIN = 16  # an error this close to a window's end may be the window's doing (a cut literal or escape)
 
@@ -149,6 +182,8 @@ def decode_arguments(raw: Any) -> Any:
             return loads(raw)
         except BadJSON as exc:
             raise ArgumentsNotJSON(str(exc)) from exc
+    if non_finite(raw):  # an object the reply's own decoding read NaN or Infinity into
+        raise ArgumentsNotJSON("NaN or Infinity is not JSON")
     return raw
 
 

@@ -12,10 +12,9 @@ memory proportional to the text, never the Python stack.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from orchestrator.core.callformats.base import BadJSON, TextCallParse
+from orchestrator.core.callformats.base import BadJSON, TextCallParse, loads
 from orchestrator.core.callformats.tokens import BadCall, TokenSpec, recogniser
 
 STRING = '<|"|>'
@@ -38,8 +37,8 @@ def _bare(word: str) -> Any:
     if word.lower() in _BARE_WORDS:
         return _BARE_WORDS[word.lower()]
     try:
-        value = json.loads(word)
-    except (ValueError, RecursionError):
+        value = loads(word)  # NaN, Infinity and 1e999 are no JSON numbers: kept as words
+    except BadJSON:
         return word
     return value if isinstance(value, int | float) and not isinstance(value, bool) else word
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.core.callformats.base import BadJSON, loads
+from orchestrator.core.callformats.base import BadJSON, loads, non_finite
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _STRING_TYPES = frozenset({"string", "str", "text", "char", "varchar", "enum"})
@@ -140,7 +140,7 @@ _NOT_LITERAL: Any = _NotLiteral()
 def python_literal(node: ast.AST) -> Any:
     """The value of a literal expression node, or _NOT_LITERAL. JSON-like names (true, false, null) count."""
     if isinstance(node, ast.Constant) and not isinstance(node.value, bytes | complex | type(...)):
-        return node.value
+        return _NOT_LITERAL if non_finite(node.value) else node.value  # 1e999: no JSON can write it
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         inner = python_literal(node.operand)
         if isinstance(inner, int | float) and not isinstance(inner, bool):
