@@ -18,10 +18,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.analysis.report.views import probe_view, run_summary, stats_view
+from orchestrator.cli.bootstrapoptions import DEFAULT_RESAMPLES, DEFAULT_RNG_SEED, Resamples, RngSeed
 from orchestrator.cli.outcomerows import TurnOutcomeRow, decode_outcome_rows, outcome_frame
 from orchestrator.core.cell import PRIMARY_AXES
 from orchestrator.core.jsonl import InputError, read_jsonl_batches
-from orchestrator.core.stats import MAX_RESAMPLES, MAX_RNG_SEED, BootstrapSettings, cell_table
+from orchestrator.core.stats import BootstrapSettings, cell_table
 from orchestrator.serving.registry import load_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure tool calling per serving stack.")
@@ -38,12 +39,8 @@ def fail(message: str) -> None:
 def stats_command(
     turns: Annotated[Path, typer.Argument(help="JSONL turn records.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array of cells.")] = False,
-    resamples: Annotated[
-        int, typer.Option(min=1, max=MAX_RESAMPLES, help="Bootstrap resamples.")
-    ] = BootstrapSettings().resamples,
-    rng_seed: Annotated[
-        int, typer.Option(min=0, max=MAX_RNG_SEED, help="Bootstrap RNG seed (recorded).")
-    ] = BootstrapSettings().rng_seed,
+    resamples: Resamples = DEFAULT_RESAMPLES,
+    rng_seed: RngSeed = DEFAULT_RNG_SEED,
 ) -> None:
     """Per-cell statistics over seeds: per-seed mean, bootstrap CI, pooled figure, flags."""
     try:
