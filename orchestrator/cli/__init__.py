@@ -146,12 +146,20 @@ def probe_command(
 
 @app.command("cleanup")
 def cleanup_command(
-    run_id: Annotated[str | None, typer.Option(help="Only what this run started.")] = None,
+    run_id: Annotated[str | None, typer.Option(help="What this run started (its run directory's name).")] = None,
+    all_runs: Annotated[bool, typer.Option("--all-runs", help="What every run started.")] = False,
 ) -> None:
-    """Remove containers and processes a crashed run left behind (by label / recorded PID)."""
-    from orchestrator.serving.launchers import cleanup
+    """Remove containers and processes a crashed run left behind (by label / recorded PID): one run's
+    (--run-id), or every run's (--all-runs, asked for by name: an empty --run-id is an error, not "all")."""
+    from orchestrator.serving.handle import RunIdError
+    from orchestrator.serving.launchers import cleanup, cleanup_all_runs
 
-    removed = cleanup(run_id)
+    if (run_id is None) == (not all_runs):
+        fail("give --run-id RUN_ID (one run's leftovers) or --all-runs (every run's), not both or neither")
+    try:
+        removed = cleanup_all_runs() if all_runs else cleanup(str(run_id))
+    except RunIdError as exc:
+        fail(str(exc))
     for line in removed:
         console.print(f"removed {line}", highlight=False)
     console.print(f"{len(removed)} leftover(s) removed")
