@@ -50,7 +50,8 @@ class ProcessHandle(ServerHandle):
         self.version_output = _local_version(spec, config)
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"{config.server_id}-{self.port}.log"
-        self._log = self.log_path.open("wb")
+        # Never through a link: the log folder may be a run's (runner/store/runpaths.py guards the folder).
+        self._log = open(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW), "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
             self.argv,
             stdout=self._log,

@@ -164,7 +164,7 @@ def seed_shard(shard: Path, manifest: dict[str, Any], files: dict[str, bytes]) -
     if shard.exists():
         shutil.rmtree(shard)
     (shard / "cells").mkdir(parents=True)
-    write_json_atomic(shard / "manifest.json", manifest)
+    write_json_atomic(shard / "manifest.json", manifest, run_dir=shard)
     (shard / "turns.jsonl").write_bytes(files.get("turns.jsonl", b""))
     for name, data in files.items():
         if name != "turns.jsonl":
