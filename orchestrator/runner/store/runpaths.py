@@ -36,7 +36,7 @@ def owned_path(run_dir: Path, path: Path) -> Path:
     except ValueError:
         raise OutsideRunError(f"{path}: not inside the run directory {run_dir}; nothing written or removed") from None
     if ".." in relative.parts:
-        raise OutsideRunError(f"{path}: '..' leads out of the run directory {run_dir}; nothing written or removed")
+        raise OutsideRunError(f"{path}: '..' leads outside the run directory {run_dir}; nothing written or removed")
     current = run_dir
     for part in relative.parts:
         current = current / part

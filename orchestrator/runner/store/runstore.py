@@ -298,7 +298,8 @@ class RunStore:
         self.close()  # the append handle would point at the replaced file
         tmp = owned_path(self.dir, self.turns_path.with_suffix(".jsonl.tmp"))
         owned_path(self.dir, self.turns_path)
-        with named_writes(self.turns_path, remove=tmp), tmp.open("w", encoding="utf-8") as handle:
+        tmp.unlink(missing_ok=True)  # one a crash left (or a hard link to a file elsewhere): never written through
+        with named_writes(self.turns_path, remove=tmp), tmp.open("x", encoding="utf-8") as handle:
             handle.write("".join(json.dumps(r, default=str) + "\n" for r in records))
             handle.flush()
             os.fsync(handle.fileno())
