@@ -18,10 +18,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.analysis.report.views import probe_view, run_summary, stats_view
+from orchestrator.cli.bootstrapoptions import DEFAULT_RESAMPLES, DEFAULT_RNG_SEED, Resamples, RngSeed
 from orchestrator.cli.outcomerows import TurnOutcomeRow, decode_outcome_rows, outcome_frame
 from orchestrator.core.cell import PRIMARY_AXES
 from orchestrator.core.jsonl import InputError, read_jsonl_batches
-from orchestrator.core.stats import MAX_RESAMPLES, MAX_RNG_SEED, BootstrapSettings, cell_table
+from orchestrator.core.stats import BootstrapSettings, cell_table
 from orchestrator.serving.registry import load_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure tool calling per serving stack.")
@@ -38,12 +39,8 @@ def fail(message: str) -> None:
 def stats_command(
     turns: Annotated[Path, typer.Argument(help="JSONL turn records.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array of cells.")] = False,
-    resamples: Annotated[
-        int, typer.Option(min=1, max=MAX_RESAMPLES, help="Bootstrap resamples.")
-    ] = BootstrapSettings().resamples,
-    rng_seed: Annotated[
-        int, typer.Option(min=0, max=MAX_RNG_SEED, help="Bootstrap RNG seed (recorded).")
-    ] = BootstrapSettings().rng_seed,
+    resamples: Resamples = DEFAULT_RESAMPLES,
+    rng_seed: RngSeed = DEFAULT_RNG_SEED,
 ) -> None:
     """Per-cell statistics over seeds: per-seed mean, bootstrap CI, pooled figure, flags."""
     try:
@@ -149,12 +146,20 @@ def probe_command(
 
 @app.command("cleanup")
 def cleanup_command(
-    run_id: Annotated[str | None, typer.Option(help="Only what this run started.")] = None,
+    run_id: Annotated[str | None, typer.Option(help="What this run started (its run directory's name).")] = None,
+    all_runs: Annotated[bool, typer.Option("--all-runs", help="What every run started.")] = False,
 ) -> None:
-    """Remove containers and processes a crashed run left behind (by label / recorded PID)."""
-    from orchestrator.serving.launchers import cleanup
+    """Remove containers and processes a crashed run left behind (by label / recorded PID): one run's
+    (--run-id), or every run's (--all-runs, asked for by name: an empty --run-id is an error, not "all")."""
+    from orchestrator.serving.handle import RunIdError
+    from orchestrator.serving.launchers import cleanup, cleanup_all_runs
 
-    removed = cleanup(run_id)
+    if (run_id is None) == (not all_runs):
+        fail("give --run-id RUN_ID (one run's leftovers) or --all-runs (every run's), not both or neither")
+    try:
+        removed = cleanup_all_runs() if all_runs else cleanup(str(run_id))
+    except RunIdError as exc:
+        fail(str(exc))
     for line in removed:
         console.print(f"removed {line}", highlight=False)
     console.print(f"{len(removed)} leftover(s) removed")

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from orchestrator.analysis.audit.audit import DEFAULT_PATTERN, AuditReport, Figures, audit
 from orchestrator.cli import app, console, fail
+from orchestrator.cli.bootstrapoptions import DEFAULT_RESAMPLES, DEFAULT_RNG_SEED, Resamples, RngSeed
 from orchestrator.core.jsonl import InputError
 from orchestrator.core.jsonsafe import safe_text
 from orchestrator.core.stats import BootstrapSettings
@@ -113,8 +114,8 @@ def audit_command(
     ] = None,
     mode: Annotated[ToolsMode, typer.Option(help="The tools mode the harness used.")] = ToolsMode.NATIVE,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = BootstrapSettings().resamples,
-    rng_seed: Annotated[int, typer.Option(help="Bootstrap RNG seed (recorded).")] = BootstrapSettings().rng_seed,
+    resamples: Resamples = DEFAULT_RESAMPLES,
+    rng_seed: RngSeed = DEFAULT_RNG_SEED,
 ) -> None:
     """Find turns where a folded error text was counted as "no tool call", relabel, and recount."""
     settings = BootstrapSettings(resamples=resamples, rng_seed=rng_seed)

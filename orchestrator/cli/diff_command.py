@@ -16,6 +16,7 @@ from rich.table import Table
 from orchestrator.analysis.compare.diffgate import gate_reasons
 from orchestrator.analysis.compare.rundiff import CORRECTIONS, CellDiff, DiffError, RunDiff, diff_runs, diff_within
 from orchestrator.cli import app, console, err_console, fail
+from orchestrator.cli.bootstrapoptions import DEFAULT_RESAMPLES, DEFAULT_RNG_SEED, RngSeed, resamples_option
 from orchestrator.core.stats import FEW_SEEDS_THRESHOLD, BootstrapSettings
 
 WIDE_LAYOUT = 140  # columns: below this the cell names and config changes move under the table
@@ -206,9 +207,9 @@ def diff_command(
     ),
     alpha: Annotated[float, typer.Option(help="Significance level, after the correction.")] = 0.05,
     resamples: Annotated[
-        int, typer.Option(min=1, help="Bootstrap resamples (and sign vectors past n = 16).")
-    ] = BootstrapSettings().resamples,
-    rng_seed: Annotated[int, typer.Option(help="Bootstrap RNG seed (recorded).")] = BootstrapSettings().rng_seed,
+        int, resamples_option("Bootstrap resamples (and sign vectors past n = 16).")
+    ] = DEFAULT_RESAMPLES,
+    rng_seed: RngSeed = DEFAULT_RNG_SEED,
 ) -> None:
     """Seed-paired fidelity difference B − A per cell, with a bootstrap interval, a sign-flip permutation
     p-value corrected across the compared cells, a verdict (regression | improvement | inconclusive |

@@ -65,6 +65,7 @@ def reopen(resume: Path, allow_drift: bool, check: Callable[[Any, dict[str, Any]
     from orchestrator.core.redact import REDACTED
     from orchestrator.runner.run.runs import DriftError, recorded_matrix, resume_run
     from orchestrator.runner.store.runstore import RunStore, StoreError
+    from orchestrator.serving.handle import RunIdError
 
     try:
         manifest = RunStore(resume).manifest()
@@ -78,6 +79,8 @@ def reopen(resume: Path, allow_drift: bool, check: Callable[[Any, dict[str, Any]
         return matrix, resume_run(resume, allow_drift=allow_drift), checked
     except (StoreError, DriftError, KeyError) as exc:
         fail(str(exc))
+    except RunIdError as exc:
+        fail(f"{resume}: {exc}")
     except ValidationError as exc:
         fail(f"{resume}/manifest.json: its matrix no longer validates: {exc.errors()[0]['msg']}")
     raise AssertionError("unreachable")  # fail() exits

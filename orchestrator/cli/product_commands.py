@@ -79,6 +79,7 @@ def ablate_command(
     from orchestrator.runner.store.runstore import StoreError
     from orchestrator.runner.suites.mcperror import McpError
     from orchestrator.runner.suites.tasks import SuiteError
+    from orchestrator.serving.handle import RunIdError
     from orchestrator.serving.launchers import install_termination_handler
 
     install_termination_handler()
@@ -86,7 +87,7 @@ def ablate_command(
     guards = None if not guard or guard == ["all"] else guard
     try:
         store, matrix, active = open_ablation(run_dir, guards, reuse=not no_reuse, allow_drift=allow_drift)
-    except (AblationError, StoreError, SuiteError) as exc:
+    except (AblationError, StoreError, SuiteError, RunIdError) as exc:  # StoreError: also a link out of the run
         fail(str(exc))
     resumed = bool(store.manifest().get("resumes"))
     output = console if not as_json else type(console)(stderr=True)
@@ -96,8 +97,11 @@ def ablate_command(
         fail(f"{exc}\nnothing recorded is lost: run `orchestrate ablate {run_dir}` again to resume")
     parent = open_run(run_dir)  # the recorded run the ablation is compared with: its manifest read once
     mismatched = config_matches(parent, store)
-    store.update_manifest(config_mismatch=mismatched)
-    rows, markdown, out = write_ablation_report(parent, store)
+    try:
+        store.update_manifest(config_mismatch=mismatched)
+        rows, markdown, out = write_ablation_report(parent, store)
+    except StoreError as exc:  # a link out of the run where the report goes: refused, nothing written there
+        fail(str(exc))
     if as_json:
         for row in rows:
             typer.echo(json.dumps(row.as_json()))

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from orchestrator.analysis.triage.triage import DEFAULT_THRESHOLD, TriageError, summary, triage_run
 from orchestrator.cli import app, console, err_console, fail
+from orchestrator.runner.store.runpaths import OutsideRunError
 
 
 def _percent(value: float | None) -> str:
@@ -40,6 +41,9 @@ def triage_command(
         print_verdicts(run_dir, verdicts, threshold)
     try:  # after the verdicts are out: a run that cannot be written to still gets them
         saved = save_verdicts(run_dir, verdicts)
+    except OutsideRunError as exc:  # a link out of the run: refused, and said so by the exit status
+        fail(f"report/triage.json not written: {exc}")
+        return
     except OSError as exc:
         err_console.print(f"warning: report/triage.json not written ({escape(str(exc))}); the verdicts above stand",
                           highlight=False, soft_wrap=True)  # fmt: skip
@@ -78,9 +82,9 @@ def save_verdicts(run_dir: Path, verdicts: list[Any]) -> Path:
     """report/triage.json: the verdicts, with the size of turns.jsonl they were drawn from (the report page shows
     them, marked stale once the run has changed)."""
     from orchestrator.analysis.report.htmlreport import TRIAGE_FILE, section_file
+    from orchestrator.runner.store.runpaths import owned_dir
     from orchestrator.runner.store.runstore import write_json_atomic
 
-    path = run_dir / "report" / TRIAGE_FILE
-    path.parent.mkdir(exist_ok=True)
-    write_json_atomic(path, section_file(run_dir, [verdict.to_json() for verdict in verdicts]))
+    path = owned_dir(run_dir, run_dir / "report") / TRIAGE_FILE
+    write_json_atomic(path, section_file(run_dir, [verdict.to_json() for verdict in verdicts]), run_dir=run_dir)
     return path

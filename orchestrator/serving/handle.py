@@ -5,6 +5,7 @@ server is the trivial handle; a process is serving/launchers.py's, a container s
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -17,7 +18,24 @@ LABEL_MANAGED = "toolcall-matrix.managed"
 LABEL_RUN = "toolcall-matrix.run-id"
 LABEL_SERVER = "toolcall-matrix.server"
 ContainerFilters = dict[str, str | list[str] | bool]  # what the Docker SDK's containers.list takes
+# A run id is its run directory's name: `<UTC time>-<matrix name>-<6 hex>` (runner/run/runs.py), `-ablation` after
+# an ablation's, `probe-<pid>` for a probe; matrix names are letters, digits and _ . - (matrixentries.LABEL).
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+=@-]{0,254}")
 
+
+class RunIdError(ValueError):
+    """An empty or malformed run id where one run's servers are meant: never read as "every run"."""
+
+
+def check_run_id(value: str) -> str:
+    """`value` when it can be a run id; RunIdError otherwise. An empty id (a script's unset variable) must never
+    select every run's servers and containers, nor a glob character every run's shards."""
+    if not RUN_ID.fullmatch(value) or ".." in value:
+        raise RunIdError(
+            f"run id {value[:80]!r} is not a run id: a run id is its run directory's name, e.g. "
+            "20261203T131653Z-cpu-87d008 (letters, digits and _ . : + = @ -, starting with a letter or digit)"
+        )
+    return value
 
 
 class LaunchError(RuntimeError):

@@ -28,6 +28,7 @@ from orchestrator.serving.handle import (
     ContainerFilters,
     LaunchError,
     ServerHandle,
+    check_run_id,
     free_port,
     pid_dir,
     scrub_file,
@@ -49,7 +50,8 @@ class ProcessHandle(ServerHandle):
         self.version_output = _local_version(spec, config)
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"{config.server_id}-{self.port}.log"
-        self._log = self.log_path.open("wb")
+        # Never through a link: the log folder may be a run's (runner/store/runpaths.py guards the folder).
+        self._log = open(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW), "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
             self.argv,
             stdout=self._log,
@@ -190,8 +192,19 @@ def install_termination_handler() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def cleanup(run_id: str | None = None) -> list[str]:
-    """Remove containers and processes a crashed run left behind (by label / recorded PID)."""
+def cleanup(run_id: str) -> list[str]:
+    """Remove the containers and processes run `run_id` left behind (by label / recorded PID). An empty or
+    malformed id is a RunIdError, never "every run": that is `cleanup_all_runs`, asked for by name."""
+    return _remove_leftovers(check_run_id(run_id))
+
+
+def cleanup_all_runs() -> list[str]:
+    """Remove the containers and processes every run of this product left behind."""
+    return _remove_leftovers(None)
+
+
+def _remove_leftovers(run_id: str | None) -> list[str]:
+    """What `run_id` left (None: every run), by label / recorded PID."""
     removed: list[str] = []
     for record_path in sorted(pid_dir().glob("*.json")) if pid_dir().is_dir() else []:
         try:
@@ -199,7 +212,7 @@ def cleanup(run_id: str | None = None) -> list[str]:
         except ValueError:
             record_path.unlink(missing_ok=True)
             continue
-        if run_id and record.get("run_id") != run_id:
+        if run_id is not None and record.get("run_id") != run_id:
             continue
         pid = int(record["pid"])
         if _process_matches(pid, record.get("argv") or []):
@@ -213,7 +226,8 @@ def cleanup(run_id: str | None = None) -> list[str]:
         client = docker.from_env()
     except docker.errors.DockerException:
         return removed  # no engine: nothing of ours can be running there
-    filters: ContainerFilters = {"label": [f"{LABEL_MANAGED}=true"] + ([f"{LABEL_RUN}={run_id}"] if run_id else [])}
+    labels = [f"{LABEL_MANAGED}=true"] + ([f"{LABEL_RUN}={run_id}"] if run_id is not None else [])
+    filters: ContainerFilters = {"label": labels}
     for container in client.containers.list(all=True, filters=filters):
         container.remove(force=True)
         removed.append(f"container {container.short_id} ({container.labels.get(LABEL_SERVER)})")

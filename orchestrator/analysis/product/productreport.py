@@ -22,6 +22,7 @@ from orchestrator.core.scoring import CHANNELS, Expectation, applicable_dimensio
 from orchestrator.core.stats import BootstrapSettings
 from orchestrator.runner.config.matrix import expand
 from orchestrator.runner.run.runs import recorded_matrix
+from orchestrator.runner.store.runpaths import owned_dir, write_bytes_atomic
 from orchestrator.runner.store.runstore import RunStore, counted_turns, write_json_atomic
 
 # The report files the page takes sections from (analysis/report/htmlreport.py), named once.
@@ -168,15 +169,14 @@ def write_channel_report(store: RunStore) -> tuple[str, list[GateResult], list[P
             f"\n\nFirst answers identical in the two channels (same request, same sampling seed): {same} of {pairs}."
         )
     results = gate_results(store)
-    out = store.dir / "report"
-    out.mkdir(exist_ok=True)
+    out = owned_dir(store.dir, store.dir / "report")
     written = [out / "channels.md", out / CHANNELS_FILE, out / "case_verdicts.json"]
     text = markdown + ("\n\n" + format_gate_results(results) + "\n" if results else "\n")
-    written[0].write_text(text)
-    write_json_atomic(written[1], [row.model_dump() for row in rows])
-    write_json_atomic(written[2], [v.model_dump() for v in verdicts])
+    write_bytes_atomic(written[0], text.encode(), run_dir=store.dir)
+    write_json_atomic(written[1], [row.model_dump() for row in rows], run_dir=store.dir)
+    write_json_atomic(written[2], [v.model_dump() for v in verdicts], run_dir=store.dir)
     if results:
-        write_json_atomic(out / GATE_FILE, [r.model_dump() for r in results])
+        write_json_atomic(out / GATE_FILE, [r.model_dump() for r in results], run_dir=store.dir)
         written.append(out / GATE_FILE)
     return markdown, results, written
 
@@ -195,8 +195,8 @@ def ablation_report(parent: RunStore, ablation: RunStore) -> tuple[list[Ablation
 def write_ablation_report(parent: RunStore, ablation: RunStore) -> tuple[list[AblationRow], str, Path]:
     """The ablation's report files (ablation.md and ABLATION_FILE under its report/), from both runs' records."""
     rows, markdown = ablation_report(parent, ablation)
-    out = ablation.dir / "report"
-    out.mkdir(exist_ok=True)
-    (out / "ablation.md").write_text(markdown + "\n")
-    (out / ABLATION_FILE).write_text(json.dumps([row.as_json() for row in rows], indent=2) + "\n")
+    out = owned_dir(ablation.dir, ablation.dir / "report")
+    write_bytes_atomic(out / "ablation.md", (markdown + "\n").encode(), run_dir=ablation.dir)
+    rows_json = json.dumps([row.as_json() for row in rows], indent=2) + "\n"
+    write_bytes_atomic(out / ABLATION_FILE, rows_json.encode(), run_dir=ablation.dir)
     return rows, markdown, out

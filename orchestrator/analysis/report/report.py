@@ -38,6 +38,7 @@ from orchestrator.core.replyfacts import (
 )
 from orchestrator.core.stats import BootstrapSettings, CellStats, cells_stats
 from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd
+from orchestrator.runner.store.runpaths import owned_dir, owned_path, remove_owned, replace_owned
 from orchestrator.runner.store.runstore import RunStore, counted_turns
 from orchestrator.runner.store.storedamage import DAMAGED_STATUS
 
@@ -318,17 +319,16 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
     A run read in recover mode with damage gets report/DAMAGE.md listing it (and its damaged cells marked
     `cell_damaged` in the tables); a clean report removes a DAMAGE.md left from an earlier one."""
     run = load_run(store, do_reclassify=do_reclassify)
-    out = store.dir / "report"
-    out.mkdir(exist_ok=True)
+    out = owned_dir(store.dir, store.dir / "report")  # every write and removal below stays inside the run
     staging = Path(tempfile.mkdtemp(prefix=".report-", dir=store.dir))
     try:
         long, wide, staged = _write_tables(store, run, staging)
         staged += _write_damage(store, staging)
-        written = _publish(staging, staged, out)
+        written = _publish(store.dir, staging, staged, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if not store.damage:
-        (out / DAMAGE_FILE).unlink(missing_ok=True)
+        remove_owned(store.dir, out / DAMAGE_FILE)
     return long, wide, written
 
 
@@ -382,19 +382,23 @@ def _write_damage(store: RunStore, out: Path) -> list[Path]:
     return [path]
 
 
-def _publish(staging: Path, staged: list[Path], out: Path) -> list[Path]:
-    """Flush every staged file to disk, then rename each into report/ (renames within one filesystem)."""
+def _publish(run_dir: Path, staging: Path, staged: list[Path], out: Path) -> list[Path]:
+    """Flush every staged file to disk, then rename each into report/ (renames within one filesystem). Every
+    path it removes or replaces is checked first (runner/store/runpaths.py): a refused one changes nothing."""
+    final = [out / path.relative_to(staging) for path in staged]
+    removed = [out / PAGES_DIR] if (staging / PAGES_DIR).is_dir() else []
+    removed += [out / name for name in RETIRED_FILES]
+    for path in [*removed, *final]:
+        owned_path(run_dir, path)
     for path in staged:
         if path.parent.name == PAGES_DIR:
             continue  # the drill-down pages: a view of turns.jsonl, rewritten by any report (2,000 fsyncs: 0.4 s)
         with path.open("rb+") as handle:
             os.fsync(handle.fileno())
-    final = [out / path.relative_to(staging) for path in staged]
-    if (staging / PAGES_DIR).is_dir():  # the drill-down pages are replaced as a set: none left from an older report
-        shutil.rmtree(out / PAGES_DIR, ignore_errors=True)
-    for name in RETIRED_FILES:  # what older versions wrote and this one does not: never shown as current
-        (out / name).unlink(missing_ok=True)
+    # The drill-down pages are replaced as a set (none left from an older report); RETIRED_FILES are what older
+    # versions wrote and this one does not: never shown as current.
+    for path in removed:
+        remove_owned(run_dir, path)
     for path, target in zip(staged, final, strict=True):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        path.replace(target)
+        replace_owned(run_dir, path, target)
     return final

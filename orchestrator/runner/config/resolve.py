@@ -29,6 +29,7 @@ from typing import Any, TypeVar, cast
 from pydantic import ValidationInfo
 
 from orchestrator.core.redact import REDACTED
+from orchestrator.runner.store.runpaths import owned_dir, write_bytes_atomic
 from orchestrator.runner.suites.tasks import Suite, SuiteError, parse_suite, with_listed_tools
 from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, UnknownStackError, parse_stack, stacks_dir
 from orchestrator.serving.stackspec import StackSpec
@@ -190,8 +191,9 @@ class RunAssets:
             return None
         if kind == "stacks" or not recorded or not self.launch:
             return today  # read in place: drift stays visible, and a reader never writes into a recorded run
-        directory.mkdir(parents=True, exist_ok=True)  # a resume or an ablation (a writer) keeps the recorded file
-        (directory / today.name).write_bytes(raw)
+        run_dir = self.run_dir or directory.parent
+        owned_dir(run_dir, directory)  # a resume or an ablation (a writer) keeps the recorded file, inside the run
+        write_bytes_atomic(directory / today.name, raw, run_dir=run_dir)
         return directory / today.name
 
 

@@ -33,6 +33,7 @@ from orchestrator.core.cell import slug
 from orchestrator.core.types import CellStatus, TurnRecord
 from orchestrator.runner.config.cellconfig import cell_config
 from orchestrator.runner.config.matrix import Matrix, ServerPlan
+from orchestrator.runner.store.runpaths import OutsideRunError, owned_path
 from orchestrator.runner.store.runstore import RunStore, now, write_json_atomic
 from orchestrator.runner.store.streamstore import STREAMS_DIR, StreamStore
 from orchestrator.runner.suites.tasks import Suite
@@ -164,11 +165,11 @@ def seed_shard(shard: Path, manifest: dict[str, Any], files: dict[str, bytes]) -
     if shard.exists():
         shutil.rmtree(shard)
     (shard / "cells").mkdir(parents=True)
-    write_json_atomic(shard / "manifest.json", manifest)
+    write_json_atomic(shard / "manifest.json", manifest, run_dir=shard)
     (shard / "turns.jsonl").write_bytes(files.get("turns.jsonl", b""))
     for name, data in files.items():
         if name != "turns.jsonl":
-            (shard / name).parent.mkdir(parents=True, exist_ok=True)
+            owned_path(shard, shard / name).parent.mkdir(parents=True, exist_ok=True)
             (shard / name).write_bytes(data)
 
 
@@ -256,9 +257,10 @@ class Applier:
             getattr(self.progress, method)(*args)
 
     def _file(self, name: str, data: bytes, mode: str) -> None:
-        path = (self.store.dir / name).resolve()
-        if not path.is_relative_to(self.store.dir.resolve()):  # a path from another process: never outside the run
-            raise ValueError(f"{self.group}: a shipped file {name!r} is outside the run directory")
+        try:  # a path from another process: never outside the run
+            path = owned_path(self.store.dir, self.store.dir / name)
+        except OutsideRunError as exc:
+            raise OutsideRunError(f"{self.group}: a shipped file {name!r}: {exc}") from None
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open(mode) as out:
             out.write(data)

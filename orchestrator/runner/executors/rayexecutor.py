@@ -151,8 +151,10 @@ class GroupWorker:
 def clean_node(run_id: str) -> tuple[str, list[str]]:
     """Remove the run's servers left on this node (by labels and PID records), and the shards of its groups
     whose workers were killed before they could remove them."""
+    from orchestrator.serving.handle import check_run_id
     from orchestrator.serving.launchers import cleanup
 
+    check_run_id(run_id)  # before the glob: an empty id or a glob character would match every run's shards
     shards = [path for path in Path(tempfile.gettempdir()).glob(f"toolcall-matrix-shard-*/{run_id}") if path.is_dir()]
     for shard in shards:
         shutil.rmtree(shard.parent, ignore_errors=True)

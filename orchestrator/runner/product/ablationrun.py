@@ -19,6 +19,7 @@ from orchestrator.runner.config.matrix import Matrix
 from orchestrator.runner.config.resolve import RunAssets, validation_context
 from orchestrator.runner.run.provenance import drift, fingerprint, git_state
 from orchestrator.runner.run.runs import start_run_in
+from orchestrator.runner.store.runpaths import owned_path
 from orchestrator.runner.store.runstore import RunStore, counted_turns, now
 from orchestrator.serving.launchers import cleanup
 
@@ -75,7 +76,7 @@ def open_ablation(
     matrix, wanted, active = ablation_matrix(manifest, guards, run_dir, allow_drift=allow_drift)
     if not manifest.get("finished"):
         raise AblationError("the run has not finished: finish it first (orchestrate matrix --resume RUN_DIR)")
-    directory = ablation_dir(run_dir)
+    directory = owned_path(run_dir, ablation_dir(run_dir))  # written into: never a link out of the run
     if (directory / "manifest.json").is_file():
         store = RunStore(directory)
         recorded = store.manifest().get("ablation", {}).get("guards")

@@ -23,6 +23,7 @@ from orchestrator.runner.run.provenance import (
 )
 from orchestrator.runner.store.runstore import RunStore, now
 from orchestrator.runner.turn.guards import GUARDS_ENV, active_guards
+from orchestrator.serving.handle import check_run_id
 from orchestrator.serving.launchers import cleanup
 
 
@@ -116,7 +117,9 @@ class DriftError(ValueError):
 
 def resume_run(run_dir: Path, *, allow_drift: bool = False) -> RunStore:
     """Reopen a run: refuse (or record) drift, mark partial seeds' records superseded (repairing a torn last line
-    or a damaged cell file, recorded in the resume entry), remove servers a killed process left behind."""
+    or a damaged cell file, recorded in the resume entry), remove servers a killed process left behind. A directory
+    whose name is no run id (its servers' label) is a RunIdError before anything changes."""
+    check_run_id(run_dir.name)
     store = RunStore(run_dir)
     manifest = store.manifest()
     differences = drift(manifest.get("provenance"), fingerprint(git_state()))

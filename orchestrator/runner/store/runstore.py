@@ -50,6 +50,7 @@ from orchestrator.core.runcontract import (
 from orchestrator.core.types import SeedEnd, TurnRecord
 from orchestrator.runner.store import storerepair
 from orchestrator.runner.store.diskfull import append_line, named_writes
+from orchestrator.runner.store.runpaths import StoreError, owned_path, write_json_atomic
 from orchestrator.runner.store.storedamage import (
     CELL_HINT,
     MANIFEST_HINT,
@@ -119,16 +120,6 @@ def counted_turns(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept if not died else [r for r in kept if run_key(r) not in died]
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write to a temporary name, flush it to disk, then rename: a crash leaves the old file or the new one."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with named_writes(path, remove=tmp), tmp.open("w", encoding="utf-8") as handle:  # a full disk: DiskFull
-        handle.write(json.dumps(data, indent=2, default=str, sort_keys=False))
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
-
-
 def warn_stderr(message: str) -> None:
     sys.stderr.write(f"warning: {message}\n")
 
@@ -144,10 +135,6 @@ def paused_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-class StoreError(ValueError):
-    pass
 
 
 class RunStore:
@@ -179,7 +166,7 @@ class RunStore:
         self.dir.mkdir(parents=True, exist_ok=False)
         self.cells_dir.mkdir()
         self.turns_path.touch()
-        write_json_atomic(self.manifest_path, manifest)
+        write_json_atomic(self.manifest_path, manifest, run_dir=self.dir)
 
     def manifest(self) -> dict[str, Any]:
         try:
@@ -208,7 +195,7 @@ class RunStore:
         return RunManifest.model_validate(self.manifest())
 
     def update_manifest(self, **fields: Any) -> None:
-        write_json_atomic(self.manifest_path, {**self.manifest(), **fields})
+        write_json_atomic(self.manifest_path, {**self.manifest(), **fields}, run_dir=self.dir)
 
     def read_turns(self, *, view: bool = False, fields: type | None = None) -> list[dict[str, Any]]:
         """All stored turn records. A torn last line is skipped with a warning; any other damaged line is an
@@ -309,8 +296,10 @@ class RunStore:
     def rewrite(self, records: list[dict[str, Any]]) -> None:
         """Replace turns.jsonl by `records` (written whole to a temporary file, flushed, renamed into place)."""
         self.close()  # the append handle would point at the replaced file
-        tmp = self.turns_path.with_suffix(".jsonl.tmp")
-        with named_writes(self.turns_path, remove=tmp), tmp.open("w", encoding="utf-8") as handle:
+        tmp = owned_path(self.dir, self.turns_path.with_suffix(".jsonl.tmp"))
+        owned_path(self.dir, self.turns_path)
+        tmp.unlink(missing_ok=True)  # one a crash left (or a hard link to a file elsewhere): never written through
+        with named_writes(self.turns_path, remove=tmp), tmp.open("x", encoding="utf-8") as handle:
             handle.write("".join(json.dumps(r, default=str) + "\n" for r in records))
             handle.flush()
             os.fsync(handle.fileno())
@@ -320,7 +309,7 @@ class RunStore:
     def append_turn(self, record: TurnRecord) -> None:
         if self._handle is None:
             storerepair.seal_tail(self)
-            self._handle = self.turns_path.open("ab", buffering=0)
+            self._handle = owned_path(self.dir, self.turns_path).open("ab", buffering=0)
         # Unbuffered, per turn: a crash loses at most the line being written; a full disk none (DiskFull).
         append_line(self._handle, (record.model_dump_json() + "\n").encode(), self.turns_path)
         if self._states is not None:
@@ -334,7 +323,7 @@ class RunStore:
             self._handle = None
 
     def write_cell(self, cell_id: str, data: dict[str, Any]) -> None:
-        write_json_atomic(self.cells_dir / f"{cell_id}.json", data)
+        write_json_atomic(self.cells_dir / f"{cell_id}.json", data, run_dir=self.dir)
 
     def read_cell(self, cell_id: str) -> dict[str, Any] | None:
         path = self.cells_dir / f"{cell_id}.json"

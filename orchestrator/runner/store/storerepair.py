@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.core.types import SeedEnd
+from orchestrator.runner.store.runpaths import owned_path
 from orchestrator.runner.store.storedamage import Damage, LineError, aside_path, decoded, turn_record
 
 if TYPE_CHECKING:
@@ -27,8 +28,8 @@ def supersede_unfinished(store: RunStore) -> int:
 
     records = store.read_turns()
     for path, reason in store.damaged_cell_files():
-        aside = aside_path(path, ".damaged")
-        path.replace(aside)
+        aside = owned_path(store.dir, aside_path(path, ".damaged"))
+        owned_path(store.dir, path).replace(aside)
         store.note(Damage(path, None, "bad_cell", f"{reason}; kept as {aside.name}, the resume rebuilds the cell"))
     fragment = store.torn_fragment()
     if fragment is not None:  # kept first (and flushed): a failed rewrite after it loses nothing
@@ -47,7 +48,7 @@ def supersede_unfinished(store: RunStore) -> int:
 def keep_torn(store: RunStore, fragment: bytes) -> Path:
     """Append a torn fragment to turns.jsonl.torn (one per line, flushed to disk): not a record, but not thrown
     away; a fragment already kept last (a resume that failed after keeping it) is not kept twice."""
-    torn_path = store.turns_path.with_name(store.turns_path.name + ".torn")
+    torn_path = owned_path(store.dir, store.turns_path.with_name(store.turns_path.name + ".torn"))
     line = fragment + b"\n"
     if torn_path.is_file() and torn_path.stat().st_size >= len(line):
         with torn_path.open("rb") as handle:
@@ -82,7 +83,7 @@ def seal_tail(store: RunStore) -> None:
     its torn fragment to turns.jsonl.torn; the next record never lands on a line of its own."""
     if not store.turns_path.is_file():
         return
-    with store.turns_path.open("rb+") as handle:
+    with owned_path(store.dir, store.turns_path).open("rb+") as handle:
         size = handle.seek(0, os.SEEK_END)
         if size == 0 or (handle.seek(size - 1), handle.read(1))[1] == b"\n":
             return

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from orchestrator.core.cell import slug
+from orchestrator.runner.store.runpaths import owned_dir, owned_path
 
 STREAMS_DIR = "streams"
 
@@ -35,6 +36,7 @@ def stream_file(cell_id: str) -> str:
 
 class StreamStore:
     def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
         self.dir = run_dir / STREAMS_DIR
         self.lock = threading.Lock()
         self.handles: dict[str, tuple[TextIO, int]] = {}
@@ -44,8 +46,7 @@ class StreamStore:
         name = stream_file(cell_id).removeprefix(f"{STREAMS_DIR}/")
         with self.lock:
             if name not in self.handles:
-                self.dir.mkdir(parents=True, exist_ok=True)
-                path = self.dir / name
+                path = owned_path(self.run_dir, owned_dir(self.run_dir, self.dir) / name)
                 lines = _count_lines(path)
                 self.handles[name] = (path.open("a", encoding="utf-8"), lines)
             handle, lines = self.handles[name]

@@ -28,6 +28,7 @@ from orchestrator.runner.config.cellconfig import cell_config
 from orchestrator.runner.config.matrix import Cell, Matrix, ModelEntry, ServerPlan, expand
 from orchestrator.runner.config.resolve import listed_suites
 from orchestrator.runner.product.channelrun import run_model_case, run_product_case
+from orchestrator.runner.store.runpaths import owned_path
 from orchestrator.runner.store.runstore import RunStore, now
 from orchestrator.runner.store.streamstore import StreamStore
 from orchestrator.runner.suites.tasks import Suite
@@ -134,7 +135,8 @@ class Sweep:
         except LaunchFailed as exc:
             self.ledger.mark_launch_failed(self.ledger.unfinished(plan, pending), exc, None)
             return
-        session = ServerSession(config, self.store.run_id, self.store.dir / "logs", label=plan.stack.label)
+        logs = owned_path(self.store.dir, self.store.dir / "logs")  # a resumed run's logs/ may be a link out of it
+        session = ServerSession(config, self.store.run_id, logs, label=plan.stack.label)
         task = progress.add_task(f"{plan.server_id} starting", total=sum(len(s) for s in pending.values()))
         self.phase_s = {"probe": 0.0, "seeds": 0.0}
         started, begun = now(), time.monotonic()
