@@ -19,7 +19,6 @@ from orchestrator.runner.config.matrixfile import MatrixError, load_matrix
 from orchestrator.runner.store.rundir import open_run
 from orchestrator.runner.store.runstore import RunStore, StoreError, now
 from orchestrator.serving.images import ImageRecord, engine_client, image_record
-from orchestrator.serving.registry import load_stack
 
 MANIFEST_KEY = "images"
 
@@ -48,7 +47,7 @@ def resolve_matrix(matrix_path: Path, *, refresh: bool, previous: list[dict[str,
     for entry in matrix.stacks:
         if entry.launcher != "docker" or (entry.stack, entry.host, entry.image) in records:
             continue
-        spec = load_stack(entry.stack)
+        spec = entry.spec  # resolved once, when the matrix validated
         key = (entry.stack, entry.host, entry.image)
         records[key] = image_record(client, spec, entry.host, entry.image, refresh=refresh, previous=previous)
     entries = [

@@ -30,7 +30,14 @@ from pydantic import ValidationInfo
 
 from orchestrator.core.redact import REDACTED
 from orchestrator.runner.suites.tasks import Suite, SuiteError, parse_suite, with_listed_tools
-from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, UnknownStackError, parse_stack, stacks_dir
+from orchestrator.serving.registry import (
+    REPO_ROOT,
+    InvalidStackError,
+    UnknownStackError,
+    parse_stack,
+    plain_name_problem,
+    stacks_dir,
+)
 from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.yamlfiles import YamlInputError, decode_text, parse_yaml, read_bytes_bounded
 
@@ -112,6 +119,7 @@ class RunAssets:
         )
 
     def stack(self, name: str) -> StackSpec:
+        _check_plain(name, "stack", UnknownStackError)
         with self._lock:
             if name not in self._stacks:
                 path = self.stacks_dir / f"{name}.yaml"
@@ -120,6 +128,7 @@ class RunAssets:
 
     def suite(self, name: str) -> Suite:
         """The suite as its file says (an MCP suite's tools not listed: see `listed_suites`)."""
+        _check_plain(name, "task suite", SuiteError)
         with self._lock:
             if name not in self._suites:
                 raw = self._file_bytes("seeds", self.seeds_dir, name, SuiteError, "task suite")
@@ -193,6 +202,14 @@ class RunAssets:
         directory.mkdir(parents=True, exist_ok=True)  # a resume or an ablation (a writer) keeps the recorded file
         (directory / today.name).write_bytes(raw)
         return directory / today.name
+
+
+def _check_plain(name: str, what: str, error: type[Exception]) -> None:
+    """A name from a matrix, an exchange or a record names a file of the directory resolved from, never a path
+    (`/`, `..`, an absolute path would read a definition from anywhere on disk)."""
+    problem = plain_name_problem(name, what)
+    if problem is not None:
+        raise error(problem)
 
 
 def _parse_suite_file(raw: bytes, path: Path) -> Suite:
