@@ -18,7 +18,7 @@ from orchestrator.core.gateexpr import GateError, parse_gate
 from orchestrator.core.modes import mode_of
 from orchestrator.core.scoring import Channel
 from orchestrator.core.types import ToolsMode
-from orchestrator.runner.config.matrixchecks import CellName, check_cell_ids, check_excludes
+from orchestrator.runner.config.matrixchecks import CellName, check_cell_ids, check_excludes, check_suites_once
 from orchestrator.runner.config.matrixentries import (
     MAX_TURN_CAP,
     Exclude,
@@ -238,7 +238,9 @@ class Matrix(_Strict):
                     yield key.cell_id, stack.label, model.name
 
     def _check_suites_fit(self) -> None:
-        """The channels score what each case declares is right; the agent loop ends on a submit call."""
+        """One entry per suite; the channels score what each case declares is right; the agent loop ends on a
+        submit call."""
+        check_suites_once([task.suite for task in self.tasks])
         for task in self.tasks:
             suite = task.resolved_suite
             if self.channels and not suite.scored:

@@ -51,3 +51,14 @@ def check_excludes(
             raise ValueError(f"exclude.{index}.model: {rule.model!r} is no model of this matrix")
         if rule.mode is not None and rule.mode not in modes:
             raise ValueError(f"exclude.{index}.mode: {rule.mode.value!r} is not in modes")
+
+
+def check_suites_once(suites: Sequence[str]) -> None:
+    """A suite is one entry of `tasks`: a second entry would run its seeds again in every cell (the same seed ids
+    twice), never a separate sample."""
+    for index, name in enumerate(suites):
+        if name in suites[:index]:
+            raise ValueError(
+                f"tasks.{index}: suite {name!r} is listed twice (first at tasks.{suites.index(name)}): its seeds "
+                "would run twice in every cell; list it once, with every seed it should run"
+            )
