@@ -1,16 +1,21 @@
-"""Stack and suite names are names, never paths (issue 28, defect 2): `validate`, `classify` and `report --reclassify`
-resolve a stack only inside `stacks/` (or the run's snapshot) through the one resolver (runner/config/resolve.py),
-and a name with `/`, `..` or an absolute path is one clear error; what they read is read by the bounded loader."""
+"""Names in definitions are names, never paths, and never one file twice (issue 28, defects 2 and 25).
+
+Defect 2: `validate`, `classify` and `report --reclassify` resolve a stack only inside `stacks/` (or the run's
+snapshot) through the one resolver (runner/config/resolve.py); a name with `/`, `..` or an absolute path is one
+clear error, and what they read is read by the bounded loader. Defect 25: stack labels, model names and cell ids
+that differ only in case are refused naming both (one file on a case-insensitive file system)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from orchestrator.runner.config.matrixchecks import check_cell_ids
 from orchestrator.runner.config.resolve import RunAssets
 from orchestrator.runner.suites.tasks import SuiteError
 from orchestrator.serving.registry import REPO_ROOT, UnknownStackError, load_stack
@@ -110,3 +115,46 @@ def test_a_runs_snapshot_resolves_plain_names_only(tmp_path: Path) -> None:
     assert assets.stack("vllm").name == "vllm"
     with pytest.raises(UnknownStackError, match="is not a plain name"):
         assets.stack(str(run / "stacks" / "vllm"))
+
+
+# --- defect 25: names that differ only in case would be one file where case is not told apart --------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "pattern"),
+    [
+        (
+            "{stack: vllm, tool_config: default}",
+            "{stack: llamacpp, tool_config: jinja, id: LLAMACPP-jinja}",
+            r"m\.yaml:4: field stacks\.1: stack label 'LLAMACPP-jinja' and 'llamacpp-jinja' \(stacks\.0\) differ only "
+            r"in case: one file on a case-insensitive file system",
+        ),
+        (
+            "models:\n",
+            "models:\n  - {name: M, sources: {vllm: {asset: x}}}\n",
+            r"m\.yaml:7: field models\.1\.name: model name 'm' and 'M' \(models\.0\) differ only in case",
+        ),
+        (  # two names that differ in more than case, whose cell ids differ only in case (`:` slugs to `_`)
+            "models:\n  - name: m\n",
+            "models:\n  - {name: 'M:', sources: {llamacpp: {asset: x}}}\n  - name: m_\n",
+            r"m\.yaml:6: field models: stack 'llamacpp-jinja' with model 'm_' and stack 'llamacpp-jinja' with model "
+            r"'M:' give cell ids 'llamacpp-jinja__m___native' and 'llamacpp-jinja__M___native', which differ only in",
+        ),
+    ],
+)
+def test_names_that_differ_only_in_case_are_refused_naming_both(
+    tmp_path: Path, old: str, new: str, pattern: str
+) -> None:
+    assert old in GOOD
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(GOOD.replace(old, new))
+    result = orchestrate("validate", str(matrix))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    assert re.search(pattern, " ".join(result.stderr.split())), result.stderr
+
+
+def test_cell_ids_that_differ_only_in_case_are_refused_naming_both() -> None:
+    with pytest.raises(ValueError, match=r"stack 'S' with model 'm' and stack 's' with model 'm' give cell ids 'S__m' "
+                       r"and 's__m', which differ only in case"):  # fmt: skip
+        check_cell_ids([("s__m", "s", "m"), ("S__m", "S", "m")], max_length=200, max_cells=10)
+    assert check_cell_ids([("s__m", "s", "m"), ("s__n", "s", "n")], max_length=200, max_cells=10) == 2
