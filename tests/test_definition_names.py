@@ -158,3 +158,15 @@ def test_cell_ids_that_differ_only_in_case_are_refused_naming_both() -> None:
                        r"and 's__m', which differ only in case"):  # fmt: skip
         check_cell_ids([("s__m", "s", "m"), ("S__m", "S", "m")], max_length=200, max_cells=10)
     assert check_cell_ids([("s__m", "s", "m"), ("s__n", "s", "n")], max_length=200, max_cells=10) == 2
+
+
+def test_a_snapshot_file_linking_out_of_its_directory_is_refused(tmp_path: Path) -> None:
+    outside = outside_stack(tmp_path)
+    run = tmp_path / EXAMPLE.name
+    shutil.copytree(EXAMPLE, run)
+    (run / "stacks" / "llamacpp.yaml").unlink()
+    (run / "stacks" / "llamacpp.yaml").symlink_to(outside.with_suffix(".yaml"))
+    one_error(orchestrate("report", str(run), "--reclassify"), "a link to a file outside", "stacks/llamacpp.yaml")
+    (run / "stacks" / "vllm.yaml").unlink()
+    (run / "stacks" / "vllm.yaml").symlink_to("openai.yaml")  # a link inside the directory is that file
+    assert RunAssets.from_run(run, {}).stack("vllm").name == "openai"

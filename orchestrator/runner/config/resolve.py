@@ -174,10 +174,13 @@ class RunAssets:
                 else ""
             )
             raise missing(_unknown(what, name, directory) + why)
+        invalid = SuiteError if kind == "seeds" else InvalidStackError
+        if not path.resolve().is_relative_to(path.parent.resolve()):  # a link out of its directory: read nowhere
+            raise invalid(f"{path}: a link to a file outside {path.parent}: a {what} is read from its directory only")
         try:
             return read_bytes_bounded(path)
         except YamlInputError as exc:
-            raise (SuiteError if kind == "seeds" else InvalidStackError)(str(exc)) from None
+            raise invalid(str(exc)) from None
 
     def _recorded_file(self, kind: str, directory: Path, name: str) -> Path | None:
         """A name the run's snapshot lacks (a run recorded before suites were snapshotted): today's file only
