@@ -27,7 +27,8 @@ from orchestrator.core.jsonsafe import json_safe, safe_text
 from orchestrator.core.labelling import StreamInput, label_turn
 from orchestrator.core.toolschemas import tool_schema_problems
 from orchestrator.core.types import ToolsMode, TransportError
-from orchestrator.serving.registry import UnknownStackError, load_stack
+from orchestrator.runner.config.resolve import RunAssets
+from orchestrator.serving.registry import InvalidStackError, UnknownStackError
 from orchestrator.serving.streaming import parse_stream_text
 
 
@@ -74,11 +75,11 @@ def _stream_of(exchange: Exchange, api: str) -> StreamInput | None:
     return StreamInput(events=parse_stream_text(exchange.body, stream_api), api=stream_api)
 
 
-def _row(exchanges: Path, number: int, exchange: Exchange) -> dict[str, Any]:
+def _row(exchanges: Path, number: int, exchange: Exchange, stacks: RunAssets) -> dict[str, Any]:
     """One exchange's labelled row, or an InputError naming the line and the field at fault."""
     try:
-        spec = load_stack(exchange.stack)
-    except UnknownStackError as exc:
+        spec = stacks.stack(exchange.stack)  # the one resolver: a plain name of stacks/, never a path
+    except (UnknownStackError, InvalidStackError) as exc:
         raise InputError(f"{exchanges}:{number}: field 'stack': {exc}") from exc
     try:
         check_call_format(exchange.call_format)
@@ -112,10 +113,11 @@ def classify_command(
     exchanges: Annotated[Path, typer.Argument(help="JSONL: one exchange per line.")],
 ) -> None:
     """Label each exchange with one outcome; writes one JSON object per line."""
+    stacks = RunAssets.from_checkout()
     try:
         for number, exchange in read_jsonl(exchanges, Exchange):
             try:
-                row = _row(exchanges, number, exchange)
+                row = _row(exchanges, number, exchange, stacks)
             except InputError:
                 raise
             except Exception as exc:  # a defect, never model output's fault: named with its line, not a traceback

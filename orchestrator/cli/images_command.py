@@ -21,7 +21,6 @@ from orchestrator.runner.store.rundir import open_run
 from orchestrator.runner.store.runstore import RunStore, StoreError, now
 from orchestrator.runner.store.storedamage import load_json
 from orchestrator.serving.images import ImageRecord, engine_client, image_record
-from orchestrator.serving.registry import load_stack
 
 MANIFEST_KEY = "images"
 
@@ -50,7 +49,7 @@ def resolve_matrix(matrix_path: Path, *, refresh: bool, previous: list[dict[str,
     for entry in matrix.stacks:
         if entry.launcher != "docker" or (entry.stack, entry.host, entry.image) in records:
             continue
-        spec = load_stack(entry.stack)
+        spec = entry.spec  # resolved once, when the matrix validated
         key = (entry.stack, entry.host, entry.image)
         records[key] = image_record(client, spec, entry.host, entry.image, refresh=refresh, previous=previous)
     entries = [

@@ -2,7 +2,10 @@
 
 A secret is the value of an environment variable whose name says so (`*_KEY`, `*_TOKEN`, `*SECRET*`,
 `*PASSWORD*`, `*CREDENTIAL*`), the value after a command-line flag whose name says so (`--api-key X`,
-`--hf-token=X`; `--api-key-file PATH` names a file, not a secret). What is recorded (argv, env, reproduce
+`--hf-token=X`; `--api-key-file PATH` names a file, not a secret), or after a flag a server's parser may read as
+a secret option (`SECRET_OPTIONS` and the stack's own `launch.options.secret_options`): argparse reads `--api-ke`
+as `--api-key`, so a prefix of one is a secret flag too, whatever the stack (a value hidden that the server would
+not have read as a secret costs nothing; one shown could be a key). What is recorded (argv, env, reproduce
 commands, the manifest's matrix, server logs) carries REDACTED in their place. Request headers are never
 recorded: a hosted stack's `Authorization` header is built from its key variable (`api_key_env`) when sent.
 """
@@ -16,10 +19,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from orchestrator.core.argvflags import WIDEST, option_name, reads_as
+
 REDACTED = "<redacted>"
 SECRET_NAME = re.compile(r"(KEY|TOKEN|KEYS|TOKENS)$|SECRET|PASSW(OR)?D|CREDENTIAL", re.IGNORECASE)
 MIN_SECRET_LEN = 6  # shorter values ("1", "true") are not scrubbed out of free text: they would hit everything
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+SECRET_OPTIONS = ("--api-key", "--hf-token", "--admin-api-key")  # the known stacks' (vLLM, SGLang, llama.cpp)
 
 
 def secret_name(name: str) -> bool:
@@ -33,35 +39,43 @@ def redact_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
     return {key: REDACTED if secret_name(key) and value else value for key, value in env.items()}
 
 
-def _secret_flag(arg: str) -> bool:
-    return arg.startswith("-") and secret_name(arg.split("=", 1)[0])
+def _secret_flag(arg: str, options: Iterable[str] = ()) -> bool:
+    """A flag whose value is a secret: its name says so, or a parser may read it as a secret option (a prefix)."""
+    name = option_name(arg)
+    return name is not None and (secret_name(name) or reads_as(name, [*SECRET_OPTIONS, *options], WIDEST) is not None)
 
 
-def redact_argv(argv: list[str] | None) -> list[str] | None:
-    """The argv with the value of every secret flag replaced (`--api-key X` and `--api-key=X`)."""
+def redact_argv(argv: list[str] | None, secret_options: Iterable[str] = ()) -> list[str] | None:
+    """The argv with the value of every secret flag replaced (`--api-key X`, `--api-key=X`, `--api-ke X`);
+    `secret_options`: the stack's own secret options beside `SECRET_OPTIONS`."""
     if argv is None:
         return None
+    options = list(secret_options)
     out: list[str] = []
     for index, arg in enumerate(argv):
         if ENV_REFERENCE.fullmatch(arg.split("=", 1)[-1]):
             out.append(arg)  # `${NAME}`: where the secret comes from, not the secret
-        elif index and _secret_flag(argv[index - 1]) and "=" not in argv[index - 1] and not arg.startswith("-"):
+        elif index and _takes_next(argv[index - 1], options) and not arg.startswith("-"):
             out.append(REDACTED)
-        elif _secret_flag(arg) and "=" in arg:
+        elif _secret_flag(arg, options) and "=" in arg:
             out.append(arg.split("=", 1)[0] + "=" + REDACTED)
         else:
             out.append(arg)
     return out
 
 
-def argv_secrets(argv: Iterable[str] | None) -> set[str]:
+def _takes_next(arg: str, options: list[str]) -> bool:
+    return "=" not in arg and _secret_flag(arg, options)
+
+
+def argv_secrets(argv: Iterable[str] | None, secret_options: Iterable[str] = ()) -> set[str]:
     """The values of secret flags in an argv."""
-    args = list(argv or [])
+    args, options = list(argv or []), list(secret_options)
     found: set[str] = set()
     for index, arg in enumerate(args):
-        if _secret_flag(arg) and "=" in arg:
+        if _secret_flag(arg, options) and "=" in arg:
             found.add(arg.split("=", 1)[1])
-        elif index and _secret_flag(args[index - 1]) and "=" not in args[index - 1] and not arg.startswith("-"):
+        elif index and _takes_next(args[index - 1], options) and not arg.startswith("-"):
             found.add(arg)
     return found
 
@@ -71,10 +85,14 @@ def env_secrets(env: Mapping[str, str] | None) -> set[str]:
 
 
 def known_secrets(
-    argv: Iterable[str] | None = None, env: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None
+    argv: Iterable[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    secret_options: Iterable[str] = (),
 ) -> set[str]:
     """Every secret value in play: the process environment's, and those in a server's argv and env."""
-    values = env_secrets(os.environ if environ is None else environ) | env_secrets(env) | argv_secrets(argv)
+    environment = env_secrets(os.environ if environ is None else environ)
+    values = environment | env_secrets(env) | argv_secrets(argv, secret_options)
     return {value for value in values if len(value) >= MIN_SECRET_LEN and value != REDACTED}
 
 

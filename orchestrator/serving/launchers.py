@@ -163,7 +163,8 @@ def _intended_command(spec: StackSpec, config: ServerConfig) -> str:
         in_container = config.launcher == "docker"
         argv = server_argv(spec, config, bind_host="127.0.0.1", port=0, in_container=in_container)
         image = f"docker run {config.image or spec.images[config.host].reference} " if in_container else ""
-        return image + reproduce_command(redact_argv(argv) or [], {})  # unchecked: the bind may be what failed
+        secrets = spec.launch.options.secret_options if spec.launch else []
+        return image + reproduce_command(redact_argv(argv, secrets) or [], {})  # unchecked: the bind may be what failed
     except Exception as exc:  # the config itself may be what is broken
         return f"(no command: {type(exc).__name__}: {exc})"
 

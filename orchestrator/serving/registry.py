@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from functools import cache
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.yamlfiles import YamlInputError, decode_text, parse_yaml, read_bytes_bounded
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# A stack or suite is named by its file's stem, never by a path: the name is checked before it becomes one.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def stacks_dir() -> Path:
@@ -28,12 +31,27 @@ class UnknownStackError(KeyError):
         return str(self.args[0])
 
 
+def plain_name_problem(name: object, what: str) -> str | None:
+    """Why `name` cannot name a definition file in its directory (None: it can): a plain name of at most 64
+    letters, digits and `_ . -`, starting with a letter or digit, without `..` (no `/`, no absolute path)."""
+    if isinstance(name, str) and PLAIN_NAME.fullmatch(name) and ".." not in name:
+        return None
+    shown = repr(name)[:80] if isinstance(name, str) else f"of type {type(name).__name__}"
+    return (
+        f"{what} name {shown} is not a plain name (at most 64 letters, digits and _ . -, no '/' or '..'): "
+        f"a {what} is a file of its directory, named without a path"
+    )
+
+
 def stack_names() -> list[str]:
     return sorted(path.stem for path in stacks_dir().glob("*.yaml"))
 
 
 @cache
 def load_stack(name: str) -> StackSpec:
+    problem = plain_name_problem(name, "stack")
+    if problem is not None:
+        raise UnknownStackError(problem)
     path = stacks_dir() / f"{name}.yaml"
     if not path.is_file():
         names = stack_names()

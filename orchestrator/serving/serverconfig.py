@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.core.argvflags import WIDEST, OptionSyntax, reads_as
 from orchestrator.core.redact import known_secrets, redact_argv, redact_env
 from orchestrator.serving.stackspec import Host, StackSpec, render_args
 
@@ -131,21 +132,31 @@ def reproduce_command(argv: list[str], env: dict[str, str]) -> str:
     return (prefix + " " if prefix else "") + shlex.join(argv)
 
 
-BIND_FLAGS = frozenset({"--host", "--bind", "--listen", "--hostname"})
+BIND_FLAGS = ("--host", "--bind", "--listen", "--hostname")
 
 
-def check_bind(argv: list[str], bind_host: str = "127.0.0.1") -> list[str]:
+def check_bind(argv: list[str], bind_host: str = "127.0.0.1", syntax: OptionSyntax = WIDEST) -> list[str]:
     """A server listens where the launcher says (127.0.0.1; 0.0.0.0 only inside a container whose port is
-    published on the host's 127.0.0.1): an extra `--host 0.0.0.0` that would override it is refused. A matrix has
+    published on the host's 127.0.0.1): an extra `--host 0.0.0.0` that would override it is refused, read as the
+    stack's parser reads it (`syntax`: argparse takes `--hos` and `--host=` too), and so is an option that reads
+    more options from a file (vLLM's and SGLang's `--config`: a host set there could not be checked). A matrix has
     no bind-address setting: a server reachable beyond this machine is never a side effect of extra_args."""
     for index, arg in enumerate(argv):
-        flag, _, inline = arg.partition("=")
-        if flag not in BIND_FLAGS:
-            continue
-        value = inline or (argv[index + 1] if index + 1 < len(argv) else "")
-        if value != bind_host:
+        config = reads_as(arg, syntax.config_options, syntax)
+        if config is not None:
             raise ValueError(
-                f"the server would listen on {value!r} ({flag} in its argv), not {bind_host}: "
+                f"{arg[:40]!r} in the server's argv is read as {config}, which takes more options from a file whose "
+                "bind address cannot be checked: give the options in extra_args instead"
+            )
+        flag = reads_as(arg, BIND_FLAGS, syntax)
+        if flag is None:
+            continue
+        name, equals, inline = arg.partition("=")
+        value = inline if equals else (argv[index + 1] if index + 1 < len(argv) else "")
+        if value != bind_host:
+            read = "" if name == flag else f", read as {flag}"
+            raise ValueError(
+                f"the server would listen on {value[:80]!r} ({name[:40]} in its argv{read}), not {bind_host}: "
                 "a matrix cannot bind a server beyond loopback (remove it from extra_args)"
             )
     return argv
@@ -172,12 +183,14 @@ def launch_command(
     spec: StackSpec, config: ServerConfig, *, bind_host: str, port: int, in_container: bool
 ) -> LaunchCommand:
     """The server's argv (its bind address checked) and environment, with their redacted forms."""
-    argv = check_bind(server_argv(spec, config, bind_host=bind_host, port=port, in_container=in_container), bind_host)
+    syntax = spec.launch.options if spec.launch is not None else WIDEST
+    argv = server_argv(spec, config, bind_host=bind_host, port=port, in_container=in_container)
+    argv = check_bind(argv, bind_host, syntax)
     env = server_env(spec, config, bind_host=bind_host, port=port)
     return LaunchCommand(
         argv=argv,
         env=env,
-        secrets=known_secrets(argv, env),
-        shown_argv=redact_argv(argv) or [],
+        secrets=known_secrets(argv, env, secret_options=syntax.secret_options),
+        shown_argv=redact_argv(argv, syntax.secret_options) or [],
         shown_env=redact_env(env) or {},
     )

@@ -11,6 +11,7 @@ from typing import Any, Literal, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.core.argvflags import OptionSyntax
 from orchestrator.core.types import RefusalSignature
 
 Host = Literal["cpu", "gpu"]
@@ -142,6 +143,11 @@ class Launch(_Strict):
         default_factory=list, description="argv printing the local binary's version (stdout or stderr)."
     )
     healthcheck: list[str] = Field(default_factory=list, description="Container healthcheck command (compose).")
+    options: OptionSyntax = Field(
+        default_factory=OptionSyntax,
+        description="How the server's parser reads a long option (prefixes, underscores) and which options hold a "
+        "secret or read a file of options: the bind check and redaction read extra_args so. Unsaid: the widest.",
+    )
 
 
 SamplerParam = Literal[

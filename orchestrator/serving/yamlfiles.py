@@ -65,6 +65,25 @@ class _BoundedLoader(yaml.SafeLoader):
             raise _Refused(node.start_mark, f"an integer of {len(node.value)} characters (at most {MAX_INT_CHARS})")
         return super().construct_yaml_int(node)
 
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # PyYAML keeps the last of two equal keys: `turn_cap: 4 ... turn_cap: 999` would run 999 silently.
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else []:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: keys written here override it, by design
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: the safe constructor names it below
+                continue
+            if first is not key_node:
+                raise _Refused(
+                    key_node.start_mark,
+                    f"key {_one_line(repr(key), 80)} appears twice in one mapping (lines {first.start_mark.line + 1} "
+                    f"and {key_node.start_mark.line + 1}): write each key once",
+                )
+        return super().construct_mapping(node, deep=deep)
+
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
 

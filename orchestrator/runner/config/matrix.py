@@ -18,7 +18,8 @@ from orchestrator.core.gateexpr import GateError, parse_gate
 from orchestrator.core.modes import mode_of
 from orchestrator.core.scoring import Channel
 from orchestrator.core.types import ToolsMode
-from orchestrator.runner.config.matrixchecks import CellName, check_cell_ids, check_excludes
+from orchestrator.runner.config import matrixchecks as checks
+from orchestrator.runner.config.matrixchecks import CellName
 from orchestrator.runner.config.matrixentries import (
     MAX_TURN_CAP,
     Exclude,
@@ -196,6 +197,7 @@ class Matrix(_Strict):
         for index, label in enumerate(labels):
             if label in labels[:index]:
                 raise ValueError(f"stacks.{index}: stack label {label!r} is used twice; labels must be unique (set id)")
+        checks.check_case_distinct(labels, [model.name for model in self.models])
         for index, entry in enumerate(self.stacks):
             spec = entry.spec
             try:  # a sampler value the stack's API cannot take fails here, not mid-run
@@ -226,8 +228,8 @@ class Matrix(_Strict):
                 except UnknownStackError as exc:
                     raise ValueError(f"models.{index}.sources: {exc}") from None
         stack_names = {name for entry in self.stacks for name in (entry.label, entry.stack)}
-        check_excludes(self.exclude, stack_names, {model.name for model in self.models}, self.modes)
-        check_cell_ids(self._cell_names(), max_length=MAX_CELL_ID, max_cells=MAX_CELLS)
+        checks.check_excludes(self.exclude, stack_names, {model.name for model in self.models}, self.modes)
+        checks.check_cell_ids(self._cell_names(), max_length=MAX_CELL_ID, max_cells=MAX_CELLS)
         return self
 
     def _cell_names(self) -> Iterator[CellName]:
@@ -238,7 +240,8 @@ class Matrix(_Strict):
                     yield key.cell_id, stack.label, model.name
 
     def _check_suites_fit(self) -> None:
-        """The channels score what each case declares is right; the agent loop ends on a submit call."""
+        """One entry per suite; the channels score what each case declares right; the loop ends on a submit call."""
+        checks.check_suites_once([task.suite for task in self.tasks])
         for task in self.tasks:
             suite = task.resolved_suite
             if self.channels and not suite.scored:

@@ -12,10 +12,15 @@ from orchestrator.runner.config.matrixentries import Exclude
 CellName = tuple[str, str, str]
 
 
+CASE_NOTE = "one file on a case-insensitive file system (macOS, Windows): rename one of them"
+
+
 def check_cell_ids(cells: Iterable[CellName], *, max_length: int, max_cells: int) -> int:
     """Refuse a matrix with no cell, too many cells, an id too long for a file name, or two cells whose
-    different names slug to one id (one would overwrite the other's files). Returns the cell count."""
+    different names slug to one id, or to ids that differ only in case (one would overwrite the other's files).
+    Returns the cell count."""
     owners: dict[str, tuple[str, str]] = {}
+    folded: dict[str, str] = {}  # lower-cased id -> the id as it is
     count = 0
     for cell_id, stack, model in cells:
         count += 1
@@ -31,6 +36,13 @@ def check_cell_ids(cells: Iterable[CellName], *, max_length: int, max_cells: int
             raise ValueError(
                 f"models: stack {stack!r} with model {model!r} and stack {owner[0]!r} with model {owner[1]!r} "
                 f"give the same cell id {cell_id!r}: rename one of them"
+            )
+        other = folded.setdefault(cell_id.lower(), cell_id)
+        if other != cell_id:
+            owner = owners[other]
+            raise ValueError(
+                f"models: stack {stack!r} with model {model!r} and stack {owner[0]!r} with model {owner[1]!r} "
+                f"give cell ids {cell_id!r} and {other!r}, which differ only in case: {CASE_NOTE}"
             )
     if count == 0:
         raise ValueError(
@@ -51,3 +63,29 @@ def check_excludes(
             raise ValueError(f"exclude.{index}.model: {rule.model!r} is no model of this matrix")
         if rule.mode is not None and rule.mode not in modes:
             raise ValueError(f"exclude.{index}.mode: {rule.mode.value!r} is not in modes")
+
+
+def check_suites_once(suites: Sequence[str]) -> None:
+    """A suite is one entry of `tasks`: a second entry would run its seeds again in every cell (the same seed ids
+    twice), never a separate sample."""
+    for index, name in enumerate(suites):
+        if name in suites[:index]:
+            raise ValueError(
+                f"tasks.{index}: suite {name!r} is listed twice (first at tasks.{suites.index(name)}): its seeds "
+                "would run twice in every cell; list it once, with every seed it should run"
+            )
+
+
+def check_case_distinct(stack_labels: Sequence[str], model_names: Sequence[str]) -> None:
+    """Stack labels (they name servers' files) and model names (part of every cell id) that differ only in case
+    would be one file where case is not told apart: refused, naming both (an exact repeat is refused before)."""
+    for field, what, names in (("stacks", "stack label", stack_labels), ("models", "model name", model_names)):
+        seen: dict[str, int] = {}
+        for index, name in enumerate(names):
+            first = seen.setdefault(name.lower(), index)
+            if names[first] != name:
+                suffix = ".name" if field == "models" else ""
+                raise ValueError(
+                    f"{field}.{index}{suffix}: {what} {name!r} and {names[first]!r} ({field}.{first}) differ only "
+                    f"in case: {CASE_NOTE}"
+                )

@@ -10,6 +10,7 @@ never coerced) within sane caps; a bootstrap takes 1..`MAX_RESAMPLES` resamples 
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -97,14 +98,44 @@ def check_resources(value: Any) -> Any:
 RayResources = Annotated[dict[str, float], BeforeValidator(check_resources)]  # stack and model entries alike
 
 
+def json_value_problem(value: dict[str, Any]) -> tuple[str, str] | None:
+    """(where, why) `value` cannot be sent as JSON body fields (None: it can): only null, booleans, finite numbers,
+    strings, lists and mappings with string keys. A YAML date, set, `!!binary` or `.nan` would otherwise make the
+    first request fail to encode. `where` is the path inside `value` (`a.b[2]`)."""
+    pending: list[tuple[str, Any]] = [(str(key), inner) for key, inner in value.items()]
+    while pending:
+        where, item = pending.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    return where, f"holds the key {key!r}, not a string (a JSON key is a string)"
+                pending.append((f"{where}.{key}", inner))
+        elif isinstance(item, list):
+            pending.extend((f"{where}[{index}]", inner) for index, inner in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return where, f"{item!r} is not a finite number (JSON has no NaN or infinity)"
+        elif item is not None and not isinstance(item, bool | int | float | str):
+            return where, f"a {type(item).__name__} is not a JSON value (null, boolean, number, string, list, mapping)"
+    return None
+
+
 class MatrixDecoding(Decoding):
-    """Decoding as a matrix file may set it: counts strict, numbers finite (the sampler itself: chatapi.py)."""
+    """Decoding as a matrix file may set it: counts strict, numbers finite (the sampler itself: chatapi.py), and
+    `extra` only what a JSON body can carry (checked here, not by the first request)."""
 
     temperature: float = Field(1.0, ge=0, le=100, allow_inf_nan=False)
     repetition_penalty: float = Field(1.0, gt=0, le=100, allow_inf_nan=False, description="1.0 = off.")
     top_k: int = strict_count(0, ge=0, description="0 = off (sent as the stack's own 'off' value: 0 or -1).")
     max_tokens: int = strict_count(512)
     seed: int | None = strict_count(None, ge=0, le=MAX_RNG_SEED, description="Sampling seed; None = not sent.")
+
+    @field_validator("extra")
+    @classmethod
+    def _sendable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problem = json_value_problem(value)
+        if problem is not None:
+            raise ValueError(f"key {problem[0][:80]!r}: {problem[1]}; it cannot be sent in a request body")
+        return value
 
 
 class MatrixBootstrap(BootstrapSettings):
@@ -262,6 +293,8 @@ class TaskEntry(_Strict):
     @field_validator("seeds")
     @classmethod
     def _known_seeds(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if value == []:  # never "all seeds": a list that selects nothing is a mistake, said so
+            raise ValueError("an empty list selects no seed: leave `seeds` out to run the first `count` (or all)")
         name = info.data.get("suite")
         if value is None or name is None:  # no suite: its own error is the one reported
             return value
@@ -279,6 +312,11 @@ class TaskEntry(_Strict):
     def _enough(self, info: ValidationInfo) -> TaskEntry:
         if self._suite is not None:  # validated already: keep what it was resolved to
             return self
+        if self.seeds is not None and self.count is not None:  # which one runs would be a silent choice
+            raise ValueError(
+                f"give `seeds` or `count`, not both: count {self.count} would be ignored for the "
+                f"{len(self.seeds)} seed(s) listed"
+            )
         self._suite = assets_in(info).suite(self.suite)  # resolved once, carried by the entry
         available = len(self._suite.seeds)
         if self.count is not None and self.count > available:
@@ -294,7 +332,7 @@ class TaskEntry(_Strict):
 
     def seed_ids(self) -> list[str]:
         suite = self.resolved_suite
-        if self.seeds:
+        if self.seeds is not None:
             return list(self.seeds)
         return [seed.id for seed in suite.seeds][: self.count or len(suite.seeds)]
 

@@ -31,7 +31,14 @@ from pydantic import ValidationInfo
 from orchestrator.core.redact import REDACTED
 from orchestrator.runner.store.runpaths import owned_dir, write_bytes_atomic
 from orchestrator.runner.suites.tasks import Suite, SuiteError, parse_suite, with_listed_tools
-from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, UnknownStackError, parse_stack, stacks_dir
+from orchestrator.serving.registry import (
+    REPO_ROOT,
+    InvalidStackError,
+    UnknownStackError,
+    parse_stack,
+    plain_name_problem,
+    stacks_dir,
+)
 from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.yamlfiles import YamlInputError, decode_text, parse_yaml, read_bytes_bounded
 
@@ -113,6 +120,7 @@ class RunAssets:
         )
 
     def stack(self, name: str) -> StackSpec:
+        _check_plain(name, "stack", UnknownStackError)
         with self._lock:
             if name not in self._stacks:
                 path = self.stacks_dir / f"{name}.yaml"
@@ -121,6 +129,7 @@ class RunAssets:
 
     def suite(self, name: str) -> Suite:
         """The suite as its file says (an MCP suite's tools not listed: see `listed_suites`)."""
+        _check_plain(name, "task suite", SuiteError)
         with self._lock:
             if name not in self._suites:
                 raw = self._file_bytes("seeds", self.seeds_dir, name, SuiteError, "task suite")
@@ -166,10 +175,13 @@ class RunAssets:
                 else ""
             )
             raise missing(_unknown(what, name, directory) + why)
+        invalid = SuiteError if kind == "seeds" else InvalidStackError
+        if not path.resolve().is_relative_to(path.parent.resolve()):  # a link out of its directory: read nowhere
+            raise invalid(f"{path}: a link to a file outside {path.parent}: a {what} is read from its directory only")
         try:
             return read_bytes_bounded(path)
         except YamlInputError as exc:
-            raise (SuiteError if kind == "seeds" else InvalidStackError)(str(exc)) from None
+            raise invalid(str(exc)) from None
 
     def _recorded_file(self, kind: str, directory: Path, name: str) -> Path | None:
         """A name the run's snapshot lacks (a run recorded before suites were snapshotted): today's file only
@@ -195,6 +207,14 @@ class RunAssets:
         owned_dir(run_dir, directory)  # a resume or an ablation (a writer) keeps the recorded file, inside the run
         write_bytes_atomic(directory / today.name, raw, run_dir=run_dir)
         return directory / today.name
+
+
+def _check_plain(name: str, what: str, error: type[Exception]) -> None:
+    """A name from a matrix, an exchange or a record names a file of the directory resolved from, never a path
+    (`/`, `..`, an absolute path would read a definition from anywhere on disk)."""
+    problem = plain_name_problem(name, what)
+    if problem is not None:
+        raise error(problem)
 
 
 def _parse_suite_file(raw: bytes, path: Path) -> Suite:

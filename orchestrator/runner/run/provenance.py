@@ -22,7 +22,7 @@ from typing import Any
 from orchestrator.core.redact import known_secrets, scrub
 from orchestrator.runner.config.resolve import RunAssets, seeds_dir
 from orchestrator.runner.store.runstore import RunStore, StoreError
-from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, stacks_dir
+from orchestrator.serving.registry import REPO_ROOT, InvalidStackError, UnknownStackError, stacks_dir
 from orchestrator.serving.stackspec import StackSpec
 from orchestrator.serving.yamlfiles import YamlInputError, load_yaml
 
@@ -139,5 +139,7 @@ def run_stacks(store: RunStore) -> Callable[[str], StackSpec]:
             path, _, problem = str(exc).partition(": ")  # the message starts with the snapshot file's path
             message = f"{path}: the run's stack snapshot cannot be read by this orchestrator: {problem}"
             raise StoreError(message) from exc
+        except UnknownStackError as exc:  # a record naming a stack the run never had (or a path: never read)
+            raise StoreError(f"{store.dir}: a recorded turn or cell: {exc}") from None
 
     return lookup
