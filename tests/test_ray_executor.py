@@ -468,12 +468,12 @@ def test_the_driver_applies_a_groups_events_and_refuses_files_outside_the_run(tm
     applier.apply(("done", 3, None))
     assert applier.finished and applier.executed == 3
     run.write_cell(other, {**resumed, "status": "server_died"})  # ended before the loss: kept as it is
-    marked = mark_lost(run, matrix, plan, "node gone")
+    marked = mark_lost(run, matrix, plan, "node gone", matrix.suites())
     assert marked == [cell]
     assert run.read_cell(cell)["status"] == "worker_lost" and run.read_cell(other)["status"] == "server_died"  # type: ignore[index]
     run.write_cell(other, {**resumed, "status": "running"})
     (tmp_path / "run" / "r1" / "cells" / f"{cell}.json").unlink()  # never started: a full config is written
-    assert mark_lost(run, matrix, plan, "node gone") == [cell, other]
+    assert mark_lost(run, matrix, plan, "node gone", matrix.suites()) == [cell, other]
     assert run.read_cell(cell)["config_sha256"]  # type: ignore[index]
 
 

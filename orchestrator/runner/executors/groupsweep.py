@@ -267,7 +267,7 @@ class Applier:
 
 
 def mark_lost(
-    store: RunStore, matrix: Matrix, plan: ServerPlan, reason: str, resolved: Mapping[str, Suite] | None = None
+    store: RunStore, matrix: Matrix, plan: ServerPlan, reason: str, resolved: Mapping[str, Suite]
 ) -> list[str]:
     """A group whose node or worker was lost: each of its cells not complete is marked `worker_lost` with the
     reason (its records so far kept; `--resume` reruns the seeds that did not finish, on any node). `resolved`:
