@@ -19,10 +19,11 @@ from rich.table import Table
 
 from orchestrator.analysis.report.views import probe_view, run_summary, stats_view
 from orchestrator.cli.bootstrapoptions import DEFAULT_RESAMPLES, DEFAULT_RNG_SEED, Resamples, RngSeed
-from orchestrator.cli.outcomerows import TurnOutcomeRow, decode_outcome_rows, outcome_frame
+from orchestrator.cli.outcomerows import TurnOutcomeRow, decode_outcome_rows, outcome_frame, run_cells
 from orchestrator.core.cell import PRIMARY_AXES
 from orchestrator.core.jsonl import InputError, read_jsonl_batches
 from orchestrator.core.stats import BootstrapSettings, cell_table
+from orchestrator.runner.store.runpaths import StoreError
 from orchestrator.serving.registry import load_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Measure tool calling per serving stack.")
@@ -44,8 +45,9 @@ def stats_command(
 ) -> None:
     """Per-cell statistics over seeds: per-seed mean, bootstrap CI, pooled figure, flags."""
     try:
-        frame = outcome_frame(read_jsonl_batches(turns, TurnOutcomeRow, decode_outcome_rows))
-    except InputError as exc:
+        cells = run_cells(turns)
+        frame = outcome_frame(read_jsonl_batches(turns, TurnOutcomeRow, decode_outcome_rows), str(turns), cells)
+    except (InputError, StoreError) as exc:
         fail(str(exc))
     keys = ("stack", *PRIMARY_AXES)
     table = cell_table(frame, BootstrapSettings(resamples=resamples, rng_seed=rng_seed), keys=keys)
@@ -280,8 +282,10 @@ def matrix_command(
     ] = False,
     executor: Annotated[
         str | None,
-        typer.Option(help="local (one group after another here) or ray (groups spread over a Ray cluster); "
-                     "default: the matrix's `executor`."),
+        typer.Option(
+            help="local (one group after another here) or ray (groups spread over a Ray cluster); "
+            "default: the matrix's `executor`."
+        ),
     ] = None,
     address: Annotated[
         str | None, typer.Option(help="Ray cluster address (default: RAY_ADDRESS, else a new local cluster).")

@@ -8,28 +8,33 @@ attempt, `Valid_Call` no outcome); tests/test_scale_readers.py holds the two equ
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pandas as pd
 
 from orchestrator.core.cell import PRIMARY_AXES, CellKey
+from orchestrator.core.jsonl import InputError
+from orchestrator.core.runrecords import lost_records
 from orchestrator.core.turnfields import Read, lean_model, lean_typeddict
 from orchestrator.core.types import SeedEnd
+from orchestrator.runner.store.runstore import RunStore
+from orchestrator.runner.store.turnview import REPORT_FIELDS
 
 _REQUIRED = Read(required=True)
+# Every field the report checks, read as the report reads it (runner/store/turnview.py REPORT_FIELDS: one rule for
+# which lines are records: an unknown schema_version or a string `flags` is refused by both), and what stats
+# groups by. Where stats differs it reads files from outside a matrix run too: records without a cell id (it comes
+# from their axes) and integer seeds; and it groups by mode, so a mode must be one it knows.
 STATS_FIELDS: dict[str, Read] = {
+    **{name: read for name, read in REPORT_FIELDS.items() if read.checked},
     "stack": _REQUIRED,
     "stack_config": Read(),
     "model": _REQUIRED,
     "tools_mode": _REQUIRED,
-    "seed": Read(required=True, also=(int,)),  # records from outside a matrix run may number their seeds
-    "turn": _REQUIRED,
-    "outcome": _REQUIRED,
-    "cell_id": Read(),  # absent: a record from outside a matrix run (its id comes from its axes)
-    "seed_attempt": Read(nullable=False),
-    "superseded": Read(nullable=False),
-    "end": Read(any_text=True),
+    "seed": Read(required=True, also=(int,)),
+    "cell_id": Read(),
 }
 OutcomeRow = lean_typeddict("OutcomeRow", STATS_FIELDS)
 TurnOutcomeRow = lean_model("TurnOutcomeRow", STATS_FIELDS, "The fields `orchestrate stats` needs from a turn record.")
@@ -45,31 +50,70 @@ TEXT_COLUMNS = ("stack", "stack_config", "model", "tools_mode", "outcome", "cell
 RUN_KEY = ["cell_id", "seed", "seed_attempt"]
 
 
-def outcome_frame(batches: Iterable[list[dict[str, Any]]]) -> pd.DataFrame:
+COLUMNS = ["stack", "stack_config", "model", "tools_mode", "seed", "turn", "outcome", "cell_id", "seed_attempt",
+           "attempt", "superseded", "end"]  # fmt: skip  # what stats computes on (the rest is only checked)
+IDENTITY = ["cell_id", "seed", "seed_attempt", "turn", "attempt"]  # core/runcontract.py RECORD_IDENTITY
+
+
+def outcome_frame(
+    batches: Iterable[list[dict[str, Any]]], where: str = "turn records", cells: dict[str, dict[str, Any]] | None = None
+) -> pd.DataFrame:
     """The counted rows (store.counted_turns' rule: no superseded record, no record of a seed run whose server
     died) as one frame, each seed id a string, each row naming its stack config (the stack where the record
     has none) and cell id. Built a batch at a time, the repeated names kept once (a million rows name a few
-    thousand cells), so memory grows by tens of bytes a row, not a row's dict."""
+    thousand cells), so memory grows by tens of bytes a row, not a row's dict. The report's rules for the set of
+    records (core/runrecords.py) hold: a copied record, a gap in a seed run, or (given the run's `cells`) a
+    planned seed a complete cell did not end is an InputError naming `where`."""
     frames = []
     for batch in batches:
-        frame = pd.DataFrame(batch, columns=list(OutcomeRow.__annotations__))
+        frame = pd.DataFrame(batch, columns=COLUMNS)
         for column in TEXT_COLUMNS:  # factorised per batch: each distinct name one object, the rows refer to it
             frame[column] = frame[column].astype("category").astype(object)
         frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=list(OutcomeRow.__annotations__))
+        return pd.DataFrame(columns=COLUMNS)
     frame = pd.concat(frames, ignore_index=True)
     frame["seed"] = frame["seed"].astype(str)
     named = frame["stack_config"].notna() & frame["stack_config"].ne("")  # as `stack_config or stack`
     frame["stack_config"] = frame["stack_config"].where(named, frame["stack"])
     frame["seed_attempt"] = frame["seed_attempt"].fillna(0).astype(int)
+    frame["attempt"] = frame["attempt"].fillna(0).astype(int)
     missing = frame["cell_id"].isna() | frame["cell_id"].eq("")
     if missing.any():  # records from outside a matrix run: the cell's id from its axes
         axes = frame.loc[missing, list(PRIMARY_AXES)]
         ids = {key: CellKey(**dict(zip(PRIMARY_AXES, key, strict=True))).cell_id for key in set(axes.itertuples(False))}
         frame.loc[missing, "cell_id"] = [ids[key] for key in axes.itertuples(False)]
+    _refuse_copies(frame, where)
+    if cells is not None:  # a run's turns.jsonl: every cell its turns name has its cell file (as in the report)
+        orphans = sorted(set(frame["cell_id"]) - set(cells))
+        if orphans:
+            raise InputError(f"{Path(where).parent / 'cells' / orphans[0]}.json: missing (turns.jsonl names the cell)")
+    identities = list(frame[IDENTITY].itertuples(index=False, name=None))
+    lost = lost_records(cells or {}, identities, frame["end"].notna().tolist())
+    if lost:
+        cell_id = min(lost)
+        raise InputError(f"{where}: cell {cell_id}: {lost[cell_id]} (a record lost); nothing was computed")
     died = frame.loc[frame["end"] == SeedEnd.SERVER_DIED.value, RUN_KEY].drop_duplicates()
     counted = ~frame["superseded"].astype(bool)
     if not died.empty:
         counted &= frame[RUN_KEY].merge(died, how="left", indicator=True)["_merge"].eq("left_only").to_numpy()
     return frame[counted].reset_index(drop=True)
+
+
+def _refuse_copies(frame: pd.DataFrame, where: str) -> None:
+    copies = frame.duplicated(subset=IDENTITY)
+    if copies.any():
+        first = frame.loc[copies].iloc[0]
+        identity = ", ".join(f"{key} {first[key]!r}" for key in IDENTITY)
+        raise InputError(
+            f"{where}: {int(copies.sum())} turn record(s) repeat an earlier record's identity (first: record "
+            f"{int(copies.idxmax()) + 1}, {identity}); a record is counted once, so nothing was computed"
+        )
+
+
+def run_cells(turns: Path) -> dict[str, dict[str, Any]] | None:
+    """The cell files of the run whose turns.jsonl `turns` is (its folder holds the manifest), read by the
+    store's rule (StoreError on a damaged one); None for a file from outside a run."""
+    if turns.name != "turns.jsonl" or not (turns.parent / "manifest.json").is_file():
+        return None
+    return {cell["cell_id"]: cell for cell in RunStore(turns.parent).read_cells()}

@@ -108,7 +108,9 @@ def _model_type(name: str, read: Read) -> tuple[Any, Any]:
     """(annotation, Field) of one field in the strict pydantic reader: what `lean_type` admits, the same way."""
     base, _ = _record_type(name)
     extra: dict[str, Any] = {}
-    if isinstance(base, type) and issubclass(base, enum.Enum):
+    if name == VERSION_FIELD:  # as `_lean_base` reads it: another version goes to the full reader, or is refused
+        base = KnownVersion
+    elif isinstance(base, type) and issubclass(base, enum.Enum):
         base, extra = (str, {}) if read.any_text else (base, {"strict": False})  # a JSON value names the member
     elif base is int:
         extra = {"ge": 0}

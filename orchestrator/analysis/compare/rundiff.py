@@ -49,7 +49,7 @@ from orchestrator.analysis.compare.diffstats import (
     sign_flip_p,
 )
 from orchestrator.core.stats import DEFAULT_BOOTSTRAP, FEW_SEEDS_THRESHOLD, BootstrapSettings, per_seed_fidelity
-from orchestrator.runner.store.rundir import open_run
+from orchestrator.runner.store.rundir import open_run, read_run
 from orchestrator.runner.store.runstore import StoreError, counted_turns
 
 Correction = Literal["holm", "bh"]
@@ -142,19 +142,15 @@ def load_run(run_dir: Path) -> RunData:
         raise DiffError(f"{run_dir}: no such run directory")
     store = open_run(run_dir)
     try:
-        store.manifest()
-        if not store.turns_path.is_file():
+        if store.manifest() and not store.turns_path.is_file():
             raise DiffError(f"{store.turns_path}: missing (not a run directory?)")
-        records = store.read_turns()
-        cells = {cell["cell_id"]: cell for cell in store.read_cells()}
+        run = read_run(store)  # the one reader's rule: a copied record, a missing cell file are errors
     except StoreError as exc:
         raise DiffError(str(exc)) from exc
+    cells = run.cells
     by_cell: dict[str, list[dict[str, Any]]] = {}
-    for record in records:
+    for record in run.turns:
         by_cell.setdefault(record["cell_id"], []).append(record)
-    missing = sorted(set(by_cell) - set(cells))
-    if missing:
-        raise DiffError(f"{store.cells_dir / (missing[0] + '.json')}: missing (turns.jsonl has turns of that cell)")
     # counted_turns drops superseded records and aborted seed runs; a retried attempt had no model output, so it
     # is a non_response and never enters the denominator (as in report.long_table).
     return RunData(store.run_id, run_dir, cells, {cell_id: counted_turns(turns) for cell_id, turns in by_cell.items()})

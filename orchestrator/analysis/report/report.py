@@ -38,6 +38,7 @@ from orchestrator.core.replyfacts import (
 )
 from orchestrator.core.stats import BootstrapSettings, CellStats, cells_stats
 from orchestrator.core.types import UNRAN_SEED_ENDS, CellStatus, SeedEnd
+from orchestrator.runner.store.rundir import read_run
 from orchestrator.runner.store.runpaths import owned_dir, owned_path, remove_owned, replace_owned
 from orchestrator.runner.store.runstore import RunStore, counted_turns
 from orchestrator.runner.store.storedamage import DAMAGED_STATUS
@@ -171,18 +172,15 @@ def format_counts(counted: list[dict[str, Any]], tools_mode: str | None) -> dict
     }
 
 
-def load_run(store: RunStore, *, do_reclassify: bool = False) -> RunTurns:
-    """A run's settings, cells and turns by cell (reclassified from the raw answers when asked)."""
-    manifest = store.manifest()
-    settings = BootstrapSettings.model_validate(manifest["matrix"].get("bootstrap", {}))
-    cells = {cell["cell_id"]: cell for cell in store.read_cells()}
-    turns = store.read_turns(view=not do_reclassify)  # reclassifying needs the raw replies the view skips
-    if do_reclassify:
-        turns = reclassify_run(store, turns, cells)
+def load_run(store: RunStore, *, do_reclassify: bool = False, view: bool = True) -> RunTurns:
+    """A run's settings, cells and turns by cell, read by the one rule (runner/store/rundir.py read_run),
+    reclassified from the raw answers when asked (which needs whole records, as does `view=False`)."""
+    read = read_run(store, view=view and not do_reclassify)
+    turns = reclassify_run(store, read.turns, read.cells) if do_reclassify else read.turns
     by_cell: dict[str, list[dict[str, Any]]] = {}
     for turn in turns:
         by_cell.setdefault(turn["cell_id"], []).append(turn)
-    return RunTurns(settings, cells, by_cell, {c: counted_turns(t) for c, t in by_cell.items()})
+    return RunTurns(read.settings, read.cells, by_cell, {c: counted_turns(t) for c, t in by_cell.items()})
 
 
 @dataclass(frozen=True)

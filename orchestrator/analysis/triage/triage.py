@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from orchestrator.analysis.report.report import long_table
+from orchestrator.analysis.report.report import load_run, long_table
 from orchestrator.analysis.triage.triagepeers import (
     agreement,
     canary_for,
@@ -109,18 +109,15 @@ def load_facts(run_dir: Path) -> dict[str, CellFacts]:
         raise TriageError(f"{run_dir}: not a run directory (no manifest.json)")
     store = open_run(run_dir)
     try:
-        table = long_table(store)
-        configs = {cell["cell_id"]: cell for cell in store.read_cells()}
-        turns = store.read_turns()
+        run = load_run(store, view=False)  # the one reader's rule (runner/store/rundir.py); whole records
+        table = long_table(store, run=run)
     except (StoreError, KeyError, ValueError) as exc:
         raise TriageError(f"{run_dir}: cannot read the run: {exc}") from exc
+    configs, by_cell = run.cells, run.by_cell
     for cell_id, config in configs.items():
         missing = [key for key in REQUIRED_CELL_FIELDS if key not in config]
         if missing:
             raise TriageError(f"{run_dir / 'cells' / (cell_id + '.json')}: missing {', '.join(missing)}")
-    by_cell: dict[str, list[dict[str, Any]]] = {}
-    for turn in turns:
-        by_cell.setdefault(turn["cell_id"], []).append(turn)
     rows = {row["cell_id"]: row for row in table.to_dict("records")} if len(table) else {}
     return {
         cid: CellFacts(configs[cid], rows.get(cid, {}), final_attempts(counted_turns(by_cell.get(cid, []))))

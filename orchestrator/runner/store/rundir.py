@@ -14,12 +14,33 @@ The runner, which writes runs, keeps its `RunStore`: a writer must see what it w
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from orchestrator.core.runcontract import RunManifest
+from orchestrator.core.runrecords import lost_records, record_identities
+from orchestrator.core.stats import BootstrapSettings
+from orchestrator.runner.store.runpaths import StoreError
 from orchestrator.runner.store.runstore import RunStore, warn_stderr
+from orchestrator.runner.store.storedamage import Damage, standin_cell
+
+LOST_HINT = "`orchestrate report --allow-damaged` reports what is left, the loss listed"
+MISSING_CELL_HINT = "`orchestrate report --allow-damaged` reports its turns without its config"
+
+
+@dataclass(frozen=True)
+class RunRead:
+    """What every reader of a run reads, by one rule: its manifest, bootstrap settings, cells and turn records."""
+
+    manifest: dict[str, Any]
+    settings: BootstrapSettings
+    cells: dict[str, dict[str, Any]]  # by cell id, each turn's cell among them
+    turns: list[dict[str, Any]]  # every record, one per identity (core/runcontract.py RECORD_IDENTITY)
 
 
 class RunDir(RunStore):
@@ -51,3 +72,50 @@ class RunDir(RunStore):
 def open_run(run_dir: Path, *, recover: bool = False, warn: Callable[[str], None] = warn_stderr) -> RunDir:
     """A recorded run to read (`recover`: read what is intact of a damaged one, as runner/store/runstore.py says)."""
     return RunDir(run_dir, recover=recover, warn=warn)
+
+
+def read_run(store: RunStore, *, view: bool = False) -> RunRead:
+    """The run as every command reads it (report, stats' run form, triage, diff, load_run): a damaged manifest,
+    bootstrap setting, cell file or turn line, a turn record copied, or a cell file missing while turns name
+    the cell is an error naming the file, or in recover mode damage listed and read around. `view`: lean
+    turn records (runner/store/turnview.py)."""
+    manifest = store.manifest()
+    settings = bootstrap_settings(store, manifest)
+    cells = {cell["cell_id"]: cell for cell in store.read_cells()}
+    turns = store.read_turns(view=view)
+    named = Counter(turn["cell_id"] for turn in turns)
+    for cell_id in sorted(set(named) - set(cells)):
+        path = store.cells_dir / f"{cell_id}.json"
+        problem = f"missing ({named[cell_id]} turn record(s) in turns.jsonl name this cell)"
+        if not store.recover:
+            raise StoreError(f"{path}: {problem}; {MISSING_CELL_HINT}")
+        store.note(Damage(path, None, "missing_cell", f"{problem}; its turns are reported without its config"))
+        cells[cell_id] = standin_cell(cell_id, store.turns_path, "cell file missing") or {"cell_id": cell_id}
+    note_lost_records(store, cells, turns)
+    return RunRead(manifest, settings, cells, turns)
+
+
+def note_lost_records(store: RunStore, cells: dict[str, dict[str, Any]], turns: list[dict[str, Any]]) -> None:
+    """A gap in a seed run, or a seed a complete cell planned and did not end (core/runrecords.py): a line of
+    turns.jsonl was lost. An error naming the file, or in recover mode damage listed (the rest is reported)."""
+    lost = lost_records(cells, record_identities(turns), [bool(turn.get("end")) for turn in turns])
+    for cell_id in sorted(lost):
+        problem = f"cell {cell_id}: {lost[cell_id]} (a record lost)"
+        if not store.recover:
+            raise StoreError(f"{store.turns_path}: {problem}; {LOST_HINT}")
+        store.note(Damage(store.turns_path, None, "lost_record", f"{problem}; the cell's figures cover what is left"))
+
+
+def bootstrap_settings(store: RunStore, manifest: dict[str, Any]) -> BootstrapSettings:
+    """The recorded matrix's bootstrap settings (a bad one: an error naming the manifest, or the defaults in
+    recover mode, listed as damage)."""
+    try:
+        return BootstrapSettings.model_validate(manifest.get("matrix", {}).get("bootstrap", {}))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in ("matrix", "bootstrap", *error["loc"]))
+        problem = f"field {where!r}: {error['msg']}"
+        if not store.recover:
+            raise StoreError(f"{store.manifest_path}: not a run manifest ({problem})") from exc
+        store.note(Damage(store.manifest_path, None, "bad_setting", f"{problem}; the default settings are used"))
+        return BootstrapSettings()

@@ -47,6 +47,7 @@ from orchestrator.core.runcontract import (
     read_manifest,
     upgraded,
 )
+from orchestrator.core.runrecords import duplicate_indexes, record_identities
 from orchestrator.core.types import SeedEnd, TurnRecord
 from orchestrator.runner.store import storerepair
 from orchestrator.runner.store.diskfull import append_line, named_writes
@@ -57,7 +58,9 @@ from orchestrator.runner.store.storedamage import (
     TORN,
     Damage,
     LineError,
+    copy_damages,
     damaged_lines_message,
+    drop_indexes,
     iter_file_batches,
     lean_reader,
     load_json,
@@ -213,8 +216,12 @@ class RunStore:
             raise StoreError(f"{self.turns_path}: missing: the run has no turn records (nothing was changed)") from exc
         except (OSError, ValueError) as exc:  # ValueError: a line past MAX_LINE_BYTES, refused unread
             raise StoreError(read_error(self.turns_path, exc)) from exc
+        copies = duplicate_indexes(record_identities(records))
+        if copies:  # one identity, one record (core/runcontract.py): a copy is damage, never a second turn
+            bad += copy_damages(self.turns_path)
+            records = drop_indexes(records, copies)
         if bad and not self.recover:
-            raise StoreError(damaged_lines_message(bad))
+            raise StoreError(damaged_lines_message(sorted(bad, key=lambda d: d.line or 0)))
         for damage in bad:
             self.note(damage)
         return records

@@ -17,6 +17,7 @@ import numpy as np
 from orchestrator.core.cell import LATER_AXES, PRIMARY_AXES
 from orchestrator.core.jsonl import BulkDecode, bulk_decoded, iter_chunks, numbered_lines
 from orchestrator.core.runcontract import product_field_problems
+from orchestrator.core.runrecords import record_identities
 from orchestrator.core.types import Outcome
 from orchestrator.runner.store.turnview import TurnView, decode_view
 
@@ -44,7 +45,9 @@ LINE_HINT = (
 )
 MANIFEST_HINT = "`orchestrate report --allow-damaged` reports without it"
 
-DamageKind = Literal["torn_tail", "bad_line", "bad_cell", "no_manifest"]
+DamageKind = Literal[
+    "torn_tail", "bad_line", "duplicate_record", "bad_cell", "missing_cell", "no_manifest", "bad_setting"
+]
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ def turn_record(raw: bytes) -> dict[str, Any]:
         raise LineError(f"not a turn record (needs {', '.join(TURN_KEYS)})")
     wrong = [key for key in ("cell_id", "seed", "tools_mode") if not isinstance(record[key], str)]
     wrong += [] if _is_int(record["turn"]) else ["turn"]
-    wrong += [] if record.get("seed_attempt") is None or _is_int(record["seed_attempt"]) else ["seed_attempt"]
+    wrong += [key for key in ("seed_attempt", "attempt") if record.get(key) is not None and not _is_int(record[key])]
     wrong += [key for key in TEXT_OR_NULL if not isinstance(record.get(key), str | None)]
     flags = record.get("flags")
     wrong += [] if flags is None or (isinstance(flags, list) and all(isinstance(f, str) for f in flags)) else ["flags"]
@@ -209,3 +212,31 @@ def damaged_lines_message(bad: list[Damage]) -> str:
     more = f"\n  ... and {len(bad) - MAX_LISTED} more" if len(bad) > MAX_LISTED else ""
     count = f" (and {len(bad) - 1} more damaged line(s)):{others}{more}" if len(bad) > 1 else ""
     return f"{bad[0]}{count}\n{LINE_HINT}"
+
+
+def drop_indexes(records: list[Any], indexes: list[int]) -> list[Any]:
+    """`records` without the ones at `indexes`."""
+    dropped = set(indexes)
+    return [record for index, record in enumerate(records) if index not in dropped]
+
+
+def copy_damages(path: Path) -> list[Damage]:
+    """Each line of a turns file whose record is a copy of an earlier line's (the same identity:
+    core/runcontract.py RECORD_IDENTITY), naming both lines. Read again line by line, only when the fast read
+    found copies: a damaged file's cost."""
+    first_line: dict[tuple[Any, ...], int] = {}
+    found = []
+    with path.open("rb") as handle:
+        for chunk in iter_chunks(handle):
+            for number, raw in numbered_lines(chunk):
+                record = decoded(raw, turn_record)
+                if isinstance(record, LineError):
+                    continue
+                (identity,) = record_identities([record])
+                if identity in first_line:
+                    detail = (f"a copy of line {first_line[identity]}'s record (the same cell, seed, seed_attempt, "
+                              "turn and attempt): not counted again")  # fmt: skip
+                    found.append(Damage(path, number, "duplicate_record", detail))
+                else:
+                    first_line[identity] = number
+    return found

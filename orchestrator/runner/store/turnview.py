@@ -34,6 +34,7 @@ REPORT_FIELDS: dict[str, Read] = {
     "tools_mode": Read(required=True, any_text=True),
     "schema_version": Read(nullable=False),  # another version: the line goes to the full reader, which names it
     "seed_attempt": Read(),
+    "attempt": Read(),  # with cell, seed, seed_attempt and turn: the record's identity (core/runcontract.py)
     "end": Read(any_text=True),
     "superseded": Read(nullable=False),
     "call_format": Read(),
@@ -49,7 +50,7 @@ REPORT_FIELDS: dict[str, Read] = {
 # What the report reads of a seed's first turn beyond `TurnView`: its first answer, how it was drawn, and
 # (parallel suite) what served it; shown as they are (not checked by either reader).
 FIRST_TURN_FIELDS: dict[str, Read] = dict.fromkeys(
-    ("attempt", "calls", "error", "raw_content", "sampling_seed", "model", "stack_config", "parse_path"), _SHOWN
+    ("calls", "error", "raw_content", "sampling_seed", "model", "stack_config", "parse_path"), _SHOWN
 )
 TurnView = lean_typeddict("TurnView", REPORT_FIELDS)
 FirstTurnFields = lean_typeddict("FirstTurnFields", FIRST_TURN_FIELDS)

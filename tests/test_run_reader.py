@@ -1,0 +1,151 @@
+"""One reader, one rule (issue 28: defects 6, 7, 12, 19, 23): a copied turn record, a lost one (a gap in a seed
+run, a planned seed a complete cell never ended), a cell file missing while turns name the cell, a bad bootstrap
+setting — each is one error naming the file for `report`, `stats`, `triage`, `diff` and `load_run()` alike, and
+under `report --allow-damaged` the rest is reported with the damage listed in DAMAGE.md. Each test copies the
+committed small run (2 cells, 41 turns) and damages it one way."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from orchestrator import load_run
+from orchestrator.core.runrecords import duplicate_indexes, gaps, record_identities, unfinished_seeds
+from orchestrator.runner.store.runstore import StoreError
+from tests.cliinprocess import orchestrate
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "results" / "examples" / "20261203T173011Z-diffcheck-98d599"
+TEXT_CELL = "llamacpp-jinja__qwen2.5-coder-0.5b-instruct__text-tools"
+READERS = ("report", "stats", "triage", "diff")
+
+
+def copy_run(tmp_path: Path) -> Path:
+    run = tmp_path / EXAMPLE.name
+    shutil.copytree(EXAMPLE, run)
+    shutil.rmtree(run / "report")
+    return run
+
+
+def lines(run: Path) -> list[bytes]:
+    return (run / "turns.jsonl").read_bytes().splitlines(keepends=True)
+
+
+def ask(reader: str, run: Path) -> tuple[int, str]:
+    args = {"report": ["report", str(run)], "stats": ["stats", str(run / "turns.jsonl")],
+            "triage": ["triage", str(run)], "diff": ["diff", str(EXAMPLE), str(run)]}[reader]  # fmt: skip
+    result = orchestrate(*args)
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output, output
+    return result.returncode, "".join(output.split())  # rich wraps long paths over lines
+
+
+def refused_by_all(run: Path, *names: str) -> None:
+    """Every reader refuses the run with an error naming each of `names`; load_run raises StoreError naming them."""
+    for reader in READERS:
+        code, output = ask(reader, run)
+        assert code != 0, f"{reader} read the damaged run (exit 0)"
+        for name in names:
+            assert name in output, f"{reader}: the error names no {name}: {output[:600]}"
+    with pytest.raises(StoreError) as error:
+        load_run(run)
+    assert all(name in str(error.value) for name in names)
+
+
+def reported_with_damage(run: Path, *words: str) -> str:
+    result = orchestrate("report", "--allow-damaged", str(run))
+    assert result.returncode == 0, result.stdout + result.stderr
+    damage = (run / "report" / "DAMAGE.md").read_text()
+    assert all(word in damage for word in words), damage
+    return damage
+
+
+def test_a_copied_turn_line_is_refused_by_every_reader_and_never_counted_again(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    original = lines(run)
+    (run / "turns.jsonl").write_bytes(b"".join([*original, *[original[3]] * 20]))  # twenty copies of line 4
+    refused_by_all(run, "turns.jsonl")
+    damage = reported_with_damage(run, "turns.jsonl:42", "a copy of line 4's record")
+    assert damage.count("a copy of line 4") == 20
+    intact = copy_run(tmp_path / "intact")
+    assert orchestrate("report", str(intact)).returncode == 0
+    # the figures are the intact run's: the copies are listed, not counted
+    assert (run / "report" / "cells_long.csv").read_bytes() == (intact / "report" / "cells_long.csv").read_bytes()
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])  # a seed's first turn, a seed's ending turn, a one-turn seed
+def test_a_lost_turn_line_is_refused_by_every_reader(tmp_path: Path, index: int) -> None:
+    run = copy_run(tmp_path)
+    kept = lines(run)
+    dropped = json.loads(kept.pop(index))
+    (run / "turns.jsonl").write_bytes(b"".join(kept))
+    refused_by_all(run, "turns.jsonl", dropped["cell_id"])
+    reported_with_damage(run, "a record lost", f"seed {dropped['seed']}")
+
+
+def test_a_missing_cell_file_is_refused_by_every_reader_and_reported_around(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    (run / "cells" / f"{TEXT_CELL}.json").unlink()
+    refused_by_all(run, f"{TEXT_CELL}.json")
+    reported_with_damage(run, f"{TEXT_CELL}.json", "missing (21 turn record(s)")
+    frame = (run / "report" / "cells_long.csv").read_text()
+    assert TEXT_CELL in frame and "damaged" in frame  # its turns are reported, its config marked as lost
+
+
+def test_no_cells_folder_is_refused_and_reported_around(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    shutil.rmtree(run / "cells")
+    refused_by_all(run, "cells")
+    damage = reported_with_damage(run, "missing")
+    assert damage.count("missing (") == 2  # both cells' turns reported, each without its config
+
+
+def test_a_bad_bootstrap_setting_is_an_error_naming_the_manifest_and_defaults_under_allow_damaged(
+    tmp_path: Path,
+) -> None:
+    run = copy_run(tmp_path)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["matrix"]["bootstrap"] = {"resamples": -5}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    code, output = ask("report", run)
+    assert code != 0 and "manifest.json" in output and "bootstrap.resamples" in output
+    with pytest.raises(StoreError, match="manifest.json"):
+        load_run(run)
+    reported_with_damage(run, "manifest.json", "the default settings are used")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("schema_version", 99), ("flags", "truncated"), ("superseded", "no"), ("attempt", -1)],
+)
+def test_stats_refuses_the_records_report_refuses(tmp_path: Path, field: str, value: object) -> None:
+    run = copy_run(tmp_path)
+    rows = lines(run)
+    record = json.loads(rows[5])
+    record[field] = value
+    rows[5] = json.dumps(record).encode() + b"\n"
+    (run / "turns.jsonl").write_bytes(b"".join(rows))
+    for reader in ("report", "stats"):
+        code, output = ask(reader, run)
+        assert code != 0 and "turns.jsonl:6" in output, f"{reader} accepted {field}={value!r}: {output[:400]}"
+
+
+def test_the_rules_on_records_alone() -> None:
+    def record(seed: str, turn: int, attempt: int = 0, run: int = 0, end: str | None = None) -> dict[str, object]:
+        return {"cell_id": "c", "seed": seed, "seed_attempt": run, "turn": turn, "attempt": attempt, "end": end}
+
+    whole = [record("a", 0), record("a", 0, 1), record("a", 1, end="done"), record("b", 0, run=1, end="done")]
+    ids = record_identities(whole)
+    assert duplicate_indexes(ids) == [] and duplicate_indexes([*ids, ids[1]]) == [4]
+    assert gaps(ids) == {}
+    assert gaps(record_identities([record("a", 0), record("a", 2)])) == {"c": "seed a run 0: turn 2 without turn 1"}
+    assert "without attempt 1" in gaps(record_identities([record("a", 0), record("a", 0, 2)]))["c"]
+    ended = [bool(r["end"]) for r in whole]
+    cells = {"c": {"status": "complete", "seeds": ["a", "b"]}}
+    assert unfinished_seeds(cells, ids, ended) == {}
+    assert unfinished_seeds({"c": {"status": "complete", "seeds": ["a", "z"]}}, ids, ended) == {"c": "seed z: no record"}
+    assert unfinished_seeds(cells, ids[:2], ended[:2]) == {"c": "seed a: its last run has no end"}
+    assert unfinished_seeds({"c": {"status": "running", "seeds": ["a", "z"]}}, ids, ended) == {}
