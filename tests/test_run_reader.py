@@ -112,7 +112,7 @@ def test_a_bad_bootstrap_setting_is_an_error_naming_the_manifest_and_defaults_un
     (run / "manifest.json").write_text(json.dumps(manifest))
     code, output = ask("report", run)
     assert code != 0 and "manifest.json" in output and "bootstrap.resamples" in output
-    with pytest.raises(StoreError, match="manifest.json"):
+    with pytest.raises(StoreError, match=r"manifest\.json"):
         load_run(run)
     reported_with_damage(run, "manifest.json", "the default settings are used")
 
@@ -146,6 +146,7 @@ def test_the_rules_on_records_alone() -> None:
     ended = [bool(r["end"]) for r in whole]
     cells = {"c": {"status": "complete", "seeds": ["a", "b"]}}
     assert unfinished_seeds(cells, ids, ended) == {}
-    assert unfinished_seeds({"c": {"status": "complete", "seeds": ["a", "z"]}}, ids, ended) == {"c": "seed z: no record"}
+    planned_more = {"c": {"status": "complete", "seeds": ["a", "z"]}}
+    assert unfinished_seeds(planned_more, ids, ended) == {"c": "seed z: no record"}
     assert unfinished_seeds(cells, ids[:2], ended[:2]) == {"c": "seed a: its last run has no end"}
     assert unfinished_seeds({"c": {"status": "running", "seeds": ["a", "z"]}}, ids, ended) == {}
