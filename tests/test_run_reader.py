@@ -7,12 +7,16 @@ committed small run (2 cells, 41 turns) and damages it one way."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator import load_run
+from orchestrator.core.jsonl import MAX_JSON_FILE_BYTES
 from orchestrator.core.runrecords import duplicate_indexes, gaps, record_identities, unfinished_seeds
 from orchestrator.runner.store.runstore import StoreError
 from tests.cliinprocess import orchestrate
@@ -150,3 +154,27 @@ def test_the_rules_on_records_alone() -> None:
     assert unfinished_seeds(planned_more, ids, ended) == {"c": "seed z: no record"}
     assert unfinished_seeds(cells, ids[:2], ended[:2]) == {"c": "seed a: its last run has no end"}
     assert unfinished_seeds({"c": {"status": "running", "seeds": ["a", "z"]}}, ids, ended) == {}
+
+
+@pytest.mark.slow  # a child process: a reader that hangs on the FIFO is killed by the timeout, not the suite
+@pytest.mark.parametrize("name", ["manifest.json", "turns.jsonl", f"cells/{TEXT_CELL}.json"])
+def test_a_fifo_in_place_of_a_run_file_is_refused_not_waited_on(tmp_path: Path, name: str) -> None:
+    """A FIFO blocks whoever opens it for reading until a writer comes: a reader that opened it would hang."""
+    run = copy_run(tmp_path)
+    (run / name).unlink()
+    os.mkfifo(run / name)
+    result = subprocess.run([sys.executable, "-m", "orchestrator", "report", str(run)], capture_output=True,
+                            text=True, timeout=120, check=False)  # fmt: skip
+    output = "".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0 and "Traceback" not in output
+    assert Path(name).name in output and "notaregularfile" in output, output[-600:]
+
+
+def test_a_manifest_or_cell_file_past_the_size_bound_is_refused_unread(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    for name in ("manifest.json", f"cells/{TEXT_CELL}.json"):
+        with (run / name).open("r+b") as handle:  # sparse: 64 MiB and one byte, no disk spent
+            handle.truncate(MAX_JSON_FILE_BYTES + 1)
+        code, output = ask("report", run)
+        assert code != 0 and Path(name).name in output and "largerthan" in output, output[-600:]
+        shutil.copyfile(EXAMPLE / name, run / name)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +23,23 @@ MAX_LINE_BYTES = 64 * 1024 * 1024  # far above any record; a longer line is refu
 
 class InputError(Exception):
     """Bad user input: the message names what and where."""
+
+
+MAX_JSON_FILE_BYTES = 64 * 1024 * 1024  # a manifest or cell file: far above any this code writes
+
+
+def read_regular_file(path: Path, max_bytes: int = MAX_JSON_FILE_BYTES) -> bytes:
+    """A regular file's bytes, at most `max_bytes`: ValueError for a longer file (refused before it is read whole)
+    or one that is no regular file (a FIFO would block the reader forever, a device never end), OSError where it
+    cannot be opened. Opened without blocking, so a FIFO is refused, not waited on."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ValueError("not a regular file")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"larger than {max_bytes} bytes; not read")
+    return data
 
 
 class LineTooLong(ValueError):

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from orchestrator.core.jsonl import read_regular_file
+
 MAX_BYTES = 256 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 25_000
@@ -103,13 +105,11 @@ def read_text_bounded(path: Path, max_bytes: int = MAX_BYTES) -> str:
 def read_bytes_bounded(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
     """The file's bytes, at most `max_bytes` (a longer file is refused without reading it all)."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(max_bytes + 1)
+        return read_regular_file(path, max_bytes)
     except OSError as exc:
         raise YamlInputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    if len(raw) > max_bytes:
-        raise YamlInputError(f"{path}: larger than {max_bytes} bytes; not read")
-    return raw
+    except ValueError as exc:  # larger than max_bytes, or no regular file (a FIFO would block)
+        raise YamlInputError(f"{path}: {exc}") from exc
 
 
 def decode_text(raw: bytes, path: Path) -> str:

@@ -22,6 +22,7 @@ from orchestrator.core.scoring import CHANNELS, Expectation, applicable_dimensio
 from orchestrator.core.stats import BootstrapSettings
 from orchestrator.runner.config.matrix import expand
 from orchestrator.runner.run.runs import recorded_matrix
+from orchestrator.runner.store.rundir import read_run
 from orchestrator.runner.store.runpaths import owned_dir, write_bytes_atomic
 from orchestrator.runner.store.runstore import RunStore, counted_turns, write_json_atomic
 
@@ -44,6 +45,12 @@ def recorded_cases(manifest: dict[str, Any]) -> tuple[dict[CaseId, Expectation],
     return expectations, core
 
 
+def counted_records(store: RunStore) -> list[dict[str, Any]]:
+    """The run's counted records, read by the one rule (runner/store/rundir.py read_run: a copied or lost record,
+    a missing cell file are errors, or damage listed under --allow-damaged)."""
+    return counted_turns(read_run(store).turns)
+
+
 def run_verdicts(store: RunStore) -> tuple[list[CaseVerdict], set[CaseId]]:
     """Every case's verdicts; a case the run planned but never finished in a group is there too, unscored (a
     gate never passes on a case that did not run)."""
@@ -52,7 +59,7 @@ def run_verdicts(store: RunStore) -> tuple[list[CaseVerdict], set[CaseId]]:
     cells = planned_cells(store)
     # Records carry the name the stack served (an Ollama tag); tables and gates use the matrix entry's label.
     labels = {cell["cell_id"]: cell["model"] for cell in cells}
-    records = [{**r, "model": labels.get(r["cell_id"], r["model"])} for r in counted_turns(store.read_turns())]
+    records = [{**r, "model": labels.get(r["cell_id"], r["model"])} for r in counted_records(store)]
     verdicts = case_verdicts(records, expectations, core)
     planned = {
         (cell["stack_label"], cell["model"], cell["tools_mode"], cell["channel"], cell["without"], suite, seed)
@@ -162,7 +169,7 @@ def write_channel_report(store: RunStore) -> tuple[str, list[GateResult], list[P
         raise NoChannelsError(f"{store.dir}: this run has no product channels (its matrix has no `channels` axis)")
     verdicts, core = run_verdicts(store)
     rows = channel_table(verdicts, core)
-    same, pairs = first_answer_agreement(counted_turns(store.read_turns()))
+    same, pairs = first_answer_agreement(counted_records(store))
     markdown = render_markdown(rows)
     if pairs:
         markdown += (
@@ -187,7 +194,7 @@ def ablation_report(parent: RunStore, ablation: RunStore) -> tuple[list[Ablation
     expectations, _core = recorded_cases(manifest)
     settings = BootstrapSettings.model_validate(manifest.get("matrix", {}).get("bootstrap") or {})
     rows = ablation_rows(
-        counted_turns(parent.read_turns()), counted_turns(ablation.read_turns()), expectations, settings
+        counted_records(parent), counted_records(ablation), expectations, settings
     )
     return rows, render_ablation_markdown(rows)
 

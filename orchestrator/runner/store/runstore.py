@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from orchestrator.core.jsonl import MAX_LINE_BYTES, read_error
+from orchestrator.core.jsonl import MAX_LINE_BYTES, read_error, read_regular_file
 from orchestrator.core.runcontract import (
     ContractError,
     RunManifest,
@@ -173,7 +173,7 @@ class RunStore:
 
     def manifest(self) -> dict[str, Any]:
         try:
-            data = load_json(self.manifest_path.read_bytes())
+            data = load_json(read_regular_file(self.manifest_path))
         except FileNotFoundError:
             problem = "missing (not a run directory, or its manifest was lost): a resume cannot know the matrix"
         except (OSError, ValueError) as exc:
@@ -209,6 +209,8 @@ class RunStore:
         records: list[dict[str, Any]] = []
         bad: list[Damage] = []
         self._torn = None
+        if self.turns_path.exists() and not self.turns_path.is_file():  # a FIFO would block the read forever
+            raise StoreError(f"{self.turns_path}: not a regular file (nothing was read or changed)")
         try:
             with paused_gc():
                 self._read_into(records, bad, view, fields)
@@ -370,7 +372,7 @@ def _reason(exc: StoreError) -> str:
 
 def _read_cell(path: Path) -> dict[str, Any]:
     try:
-        data = load_json(path.read_bytes())
+        data = load_json(read_regular_file(path))
     except (OSError, ValueError) as exc:
         raise StoreError(f"{path}: not a cell file ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("cell_id"), str):

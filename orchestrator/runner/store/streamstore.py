@@ -10,12 +10,14 @@ file, another cell's file, an attempt written twice) never stands in for it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from pathlib import Path
 from typing import Any, TextIO
 
 from orchestrator.core.cell import slug
+from orchestrator.core.jsonl import iter_chunks, numbered_lines
 from orchestrator.runner.store.runpaths import owned_dir, owned_path
 
 STREAMS_DIR = "streams"
@@ -81,14 +83,25 @@ def read_streams(run_dir: Path) -> dict[StreamRef, dict[str, Any]]:
     if not folder.is_dir():
         return found
     for path in sorted(folder.glob("*.jsonl")):
-        # Lines end at `\n` only: streamed text may hold U+2028 or U+0085, which str.splitlines cuts at.
-        for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
-            try:
-                record = json.loads(line.decode("utf-8", errors="replace"))
-            except (ValueError, RecursionError):  # a torn or damaged line; deep nesting is no record either
-                continue
-            if isinstance(record, dict) and isinstance(record.get("key"), dict):
-                found[f"{STREAMS_DIR}/{path.name}:{number}"] = record
+        if path.is_file():  # a FIFO or device would block or never end: no side file
+            found |= _file_streams(path)
+    return found
+
+
+def _file_streams(path: Path) -> dict[StreamRef, dict[str, Any]]:
+    """A side file's readable lines by reference, read a chunk at a time (bounded memory, a line past
+    MAX_LINE_BYTES ends the read: the lines after it are missing). Lines end at `\n` only: streamed text may hold
+    U+2028 or U+0085, which str.splitlines cuts at."""
+    found: dict[StreamRef, dict[str, Any]] = {}
+    with contextlib.suppress(ValueError), path.open("rb") as handle:
+        for chunk in iter_chunks(handle):
+            for number, line in numbered_lines(chunk):
+                try:
+                    record = json.loads(line.decode("utf-8", errors="replace"))
+                except (ValueError, RecursionError):  # a torn or damaged line; deep nesting is no record either
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("key"), dict):
+                    found[f"{STREAMS_DIR}/{path.name}:{number}"] = record
     return found
 
 
