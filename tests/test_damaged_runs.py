@@ -119,6 +119,13 @@ def test_report_on_a_torn_run_exits_0_and_says_what_was_skipped(tmp_path: Path) 
     run = copy_example(tmp_path)
     lines = lines_of(run)
     write_lines(run, [*lines[:-2], lines[-2][:100]])
+    # A cell the run marked complete ended every seed it planned: its last seed's record torn away is a lost
+    # record (core/runrecords.py), an error naming the file. A killed run leaves its cell running: then the torn
+    # line is the write the kill cut short, skipped with a warning and listed.
+    refused = orchestrate("report", str(run))
+    assert refused.returncode != 0 and "seed ops-07: no record" in " ".join(refused.stderr.split())
+    cell = run / "cells" / "llamacpp-jinja__qwen2.5-coder-0.5b-instruct__raw-template.json"
+    cell.write_text(json.dumps({**json.loads(cell.read_text()), "status": "running"}))
     result = orchestrate("report", str(run))
     assert result.returncode == 0, result.stderr
     assert "turns.jsonl:41: torn last line" in result.stderr and "Traceback" not in result.stderr
@@ -252,7 +259,7 @@ def test_a_failing_parquet_write_leaves_the_old_report_byte_identical(
 ) -> None:
     run = copy_example(tmp_path)
     lines = lines_of(run)
-    write_lines(run, [*lines[:30], b""])  # a report that would differ from the stored one
+    write_lines(run, [changed(lines[0], outcome="no_call_prose"), *lines[1:]])  # a report other than the stored one
     report = report_bytes(run)
 
     def no_parquet(*_args: Any, **_kwargs: Any) -> None:
@@ -369,7 +376,8 @@ def test_read_jsonl_yields_records_or_one_input_error_naming_the_file(tmp_path: 
 @given(lines=st.lists(LINES, max_size=6), text=st.text())
 def test_read_turns_is_records_a_store_error_or_recovered_damage(tmp_path: Path, lines: list[bytes], text: str) -> None:
     good = json.dumps({**BASE, "seed": text, "detail": text}, ensure_ascii=False).encode()
-    data = b"\n".join([good, *lines, good])
+    last = json.dumps({**BASE, "seed": text, "turn": 1}, ensure_ascii=False).encode()  # its own identity
+    data = b"\n".join([good, *lines, last])
     target = tmp_path / "t"
     target.mkdir(exist_ok=True)
     (target / "turns.jsonl").write_bytes(data)
@@ -382,4 +390,4 @@ def test_read_turns_is_records_a_store_error_or_recovered_damage(tmp_path: Path,
     records = loose.read_turns()
     assert records[0]["detail"] == text and records[-1]["seed"] == text  # the intact records all read back
     assert strict is None or strict == records
-    assert (strict is None) == any(d.kind == "bad_line" for d in loose.damage)
+    assert (strict is None) == any(d.kind in ("bad_line", "duplicate_record") for d in loose.damage)

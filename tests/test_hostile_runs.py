@@ -13,6 +13,7 @@ compared byte for byte), never an unbounded wait (a deadline per example)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
@@ -131,8 +132,10 @@ def apply(run: Path, outside: Path, damage: Damage) -> None:
         "symlink": lambda: _symlink_out(path, outside),
         "nest_yaml": lambda: path.write_text("a: " + nested(arg) + "\n"),
     }
-    if path.exists() or damage.kind == "symlink" or not path.parent.exists():
-        edits[damage.kind]()  # an edit of a file an earlier damage removed: nothing more to damage
+    if not (path.exists() or damage.kind == "symlink") or not path.parent.is_dir():
+        return  # a file (or folder) an earlier damage removed: nothing more to damage
+    with contextlib.suppress(ValueError, RecursionError):  # a file an earlier damage left no JSON: damaged already
+        edits[damage.kind]()
 
 
 def damages(example: Example) -> st.SearchStrategy[Damage]:

@@ -39,6 +39,7 @@ from tests.cliinprocess import orchestrate
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (REPO / "results" / "examples").iterdir() if (p / "turns.jsonl").is_file())
 GOOD = {"cell_id": "c", "seed": "s1", "turn": 0, "outcome": "valid_call", "tools_mode": "native"}
+OTHER = {**GOOD, "seed": "s2"}  # another record (one identity is one record: core/runrecords.py)
 
 
 def _report_files(run: Path, tmp_path: Path, view: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
@@ -139,10 +140,10 @@ def _store_with(tmp_path: Path, lines: list[bytes]) -> RunStore:
 
 @pytest.mark.parametrize("raw", HOSTILE_LINES, ids=range(len(HOSTILE_LINES)))
 def test_the_store_treats_a_hostile_line_alike_in_both_readers(raw: bytes, tmp_path: Path) -> None:
-    good = json.dumps(GOOD).encode()
+    good, other = json.dumps(GOOD).encode(), json.dumps(OTHER).encode()
     outcomes = []
     for view in (False, True):
-        store = _store_with(tmp_path / str(view), [good, raw, good])
+        store = _store_with(tmp_path / str(view), [good, raw, other])
         try:
             outcomes.append(len(store.read_turns(view=view)))
         except Exception as exc:  # the one error, naming the line
@@ -152,8 +153,8 @@ def test_the_store_treats_a_hostile_line_alike_in_both_readers(raw: bytes, tmp_p
 
 
 def test_blank_lines_and_two_records_on_a_line_are_read_line_by_line(tmp_path: Path) -> None:
-    good = json.dumps(GOOD).encode()
-    store = _store_with(tmp_path / "blank", [good, b"", b"   ", good])
+    good, other = json.dumps(GOOD).encode(), json.dumps(OTHER).encode()
+    store = _store_with(tmp_path / "blank", [good, b"", b"   ", other])
     assert len(store.read_turns(view=True)) == 2
     store = _store_with(tmp_path / "double", [good, good + good])
     with pytest.raises(Exception, match=r"turns.jsonl:2: bad JSON"):
@@ -186,10 +187,10 @@ def test_a_record_run_over_two_lines_never_passes_as_records(tmp_path: Path) -> 
 
 
 def test_a_torn_tail_is_the_same_damage_in_both_readers(tmp_path: Path) -> None:
-    good = json.dumps(GOOD).encode()
+    good, other = json.dumps(GOOD).encode(), json.dumps(OTHER).encode()
     for view in (False, True):
         path = tmp_path / str(view)
-        store = _store_with(path, [good, good])
+        store = _store_with(path, [good, other])
         with (path / "turns.jsonl").open("ab") as handle:
             handle.write(good[:30])
         assert len(store.read_turns(view=view)) == 2
@@ -281,10 +282,12 @@ def test_stats_frame_equals_the_row_computation(tmp_path: Path) -> None:
     rows = []
     for index in range(60):
         rows.append({
-            "stack": "vllm", "stack_config": ["vllm-hermes", None, ""][index % 3], "model": f"m{index % 2}",
-            "tools_mode": "native", "seed": index % 7, "turn": index % 4,
+            # Each seed run whole (turns 0-3 in one cell: one identity a record, no gap), the runs spread over
+            # stack configs, models, cell ids written or not, and seed attempts.
+            "stack": "vllm", "stack_config": ["vllm-hermes", None, ""][index // 4 % 3], "model": f"m{index // 4 % 2}",
+            "tools_mode": "native", "seed": index // 4 % 7, "turn": index % 4,
             "outcome": ["valid_call", "no_call_prose", "non_response"][index % 3],
-            "cell_id": None if index % 5 else "", "seed_attempt": index % 2, "superseded": index % 11 == 0,
+            "cell_id": None if index // 4 % 5 else "", "seed_attempt": index // 8, "superseded": index % 11 == 0,
             "end": "server_died" if index % 13 == 0 else None,
         })  # fmt: skip
     path = tmp_path / "turns.jsonl"
@@ -294,7 +297,7 @@ def test_stats_frame_equals_the_row_computation(tmp_path: Path) -> None:
     reference = _reference_table(_pydantic_rows(path))  # type: ignore[arg-type]
     assert len(frame) < len(rows)  # superseded and died runs left out
     pd.testing.assert_frame_equal(ours, reference)
-    assert len(ours) == 4
+    assert len(ours) == 3  # of 4 cells: both runs of (vllm-hermes, m1) hold a server_died record (rows 13, 39)
 
 
 @pytest.mark.parametrize("run", EXAMPLES, ids=[p.name for p in EXAMPLES])

@@ -190,11 +190,17 @@ def read_ahead(handle: BinaryIO) -> Iterator[bytes]:
         thread.join()
 
 
-def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk]:
+def iter_chunks(
+    handle: BinaryIO, max_line: int | None = None, on_long: Callable[[int], None] | None = None
+) -> Iterator[Chunk]:
     """A binary file as chunks of whole lines, about READ_CHUNK bytes each (views into what was read, not
     copies), then its unended tail (if any); LineTooLong on a line longer than `max_line` bytes (refused once
-    that many bytes of it are read, never read whole). A line cut by a chunk's end is its own one-line chunk."""
+    that many bytes of it are read, never read whole). A line cut by a chunk's end is its own one-line chunk.
+    `on_long`: a line too long is skipped instead (its bytes passed over unkept to its `\n`), and `on_long` is
+    told its number (a reader that reads around damage; numbering goes on as in the file)."""
     max_line = MAX_LINE_BYTES if max_line is None else max_line
+    if on_long is not None and max_line < READ_CHUNK:
+        raise ValueError("skipping long lines needs a line bound of at least READ_CHUNK bytes")
     number, carried, position = 1, 0, handle.tell() if handle.seekable() else 0  # a pipe: offsets from its start
     pieces: list[bytes] = []  # a line that began in an earlier chunk, `carried` bytes of it so far
     for chunk in read_ahead(handle):
@@ -203,14 +209,16 @@ def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk
         if carried:
             head = chunk.find(b"\n")
             if head < 0:  # the carried line goes on past this chunk too
-                pieces.append(chunk)
                 carried += len(chunk)
-                _check_length(carried, number, max_line)
+                pieces = _kept(pieces, chunk, carried, number, max_line, on_long)
                 continue
             line, start = b"".join([*pieces, chunk[: head + 1]]), head + 1
-            pieces, carried = [], 0
-            _check_length(len(line) - 1, number, max_line)
-            yield Chunk(number, line, np.asarray([len(line) - 1]), chunk_base + head + 1 - len(line))
+            too_long, pieces, carried = carried + head > max_line, [], 0
+            if too_long and on_long is not None:
+                on_long(number)
+            else:
+                _check_length(len(line) - 1, number, max_line)
+                yield Chunk(number, line, np.asarray([len(line) - 1]), chunk_base + head + 1 - len(line))
             number += 1
         cut = chunk.rfind(b"\n") + 1
         if cut > start:
@@ -223,11 +231,25 @@ def iter_chunks(handle: BinaryIO, max_line: int | None = None) -> Iterator[Chunk
             number += len(ends)
         carry = chunk[max(cut, start) :]
         if carry:
-            pieces, carried = [carry], len(carry)
-            _check_length(carried, number, max_line)
-    if carried:
+            carried = len(carry)
+            pieces = _kept([], carry, carried, number, max_line, on_long)
+    if carried and carried > max_line and on_long is not None:
+        on_long(number)
+    elif carried:
         unended = Chunk(number, b"".join(pieces), np.empty(0, dtype=np.intp), position - carried)
         yield unended  # no `\\n` at its end
+
+
+def _kept(
+    pieces: list[bytes], piece: bytes, carried: int, number: int, max_line: int, on_long: Callable[[int], None] | None
+) -> list[bytes]:
+    """The pieces of a carried line with `piece` added, while it is within `max_line` (`carried`: its length so
+    far); past it, LineTooLong, or (skipping, `on_long` given) none kept."""
+    if carried <= max_line:
+        return [*pieces, piece]
+    if on_long is None:
+        raise LineTooLong(number, max_line)
+    return []
 
 
 def _check_length(length: int, number: int, max_line: int) -> None:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from orchestrator.core.gateexpr import parse_gate
 from orchestrator.core.scoring import Expectation
-from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SCHEMA_VERSION, TurnRecord
+from orchestrator.core.types import KNOWN_SCHEMA_VERSIONS, SCHEMA_VERSION, CellStatus, TurnRecord
 
 FIRST_VERSION = 1  # what a file without `schema_version` is
 JsonObject = dict[str, Any]
@@ -179,13 +179,18 @@ class RunManifest(_Recorded):
         return list(self.matrix.get("channels") or [])
 
 
+CELL_STATUSES = (*(status.value for status in CellStatus), "damaged")  # storedamage.DAMAGED_STATUS
+
+
 class CellFile(_Recorded):
     """cells/<cell_id>.json: one cell's full stack config (what ran, what the server said, what was sent) and
     its state. Written whole at a cell's start (runner/config/cellconfig.py), completed by the sweep."""
 
     cell_id: str
     order: int | None = None
-    status: str | None = None  # core/types.py CellStatus, or `damaged` for a report's stand-in
+    # core/types.py CellStatus, or `damaged` for a report's stand-in: every cell file says where its cell stands
+    # (the report's status column and which seeds a complete cell must have ended: core/runrecords.py).
+    status: Literal[tuple(CELL_STATUSES)]  # type: ignore[valid-type]  # the values, from the enum
     stack_label: str | None = None
     stack: str | None = None
     tool_config: str | None = None

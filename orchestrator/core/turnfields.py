@@ -117,7 +117,8 @@ def _model_type(name: str, read: Read) -> tuple[Any, Any]:
     kind = _union([base, *read.also, *([None] if _admits_null(read) else [])])
     if read.required:
         return kind, Field(**extra)
-    default = TurnRecord.model_fields[name].get_default() if not TurnRecord.model_fields[name].is_required() else None
+    record_field = TurnRecord.model_fields[name]
+    default = None if record_field.is_required() else record_field.get_default(call_default_factory=True)
     return kind, Field(default, **extra)
 
 

@@ -230,7 +230,13 @@ class RunStore:
 
     def _read_into(self, records: list[Any], bad: list[Damage], view: bool, fields: type | None) -> None:
         decode, bulk = lean_reader(fields) if fields else (view_record, decode_views) if view else (turn_record, None)
-        for batch in iter_file_batches(self.turns_path, decode, bulk):
+        # Read around: a line past the bound is damage like any other line that is no record (listed, skipped).
+        too_long = f"line longer than {MAX_LINE_BYTES} bytes: not a record, not read"
+
+        def skip(number: int) -> None:
+            bad.append(Damage(self.turns_path, number, "bad_line", too_long))
+
+        for batch in iter_file_batches(self.turns_path, decode, bulk, skip if self.recover else None):
             records += batch.records  # read in bulk: the view's types admit only known schema versions
             if view and batch.records:  # where each view's line is: read_records_at reads it whole later
                 starts = batch.starts.tolist()

@@ -126,12 +126,19 @@ class Batch:
         return int(self.starts[number - self.first])
 
 
-def iter_file_batches(path: Path, decode: Decode = turn_record, bulk: BulkDecode | None = None) -> Iterator[Batch]:
+def iter_file_batches(
+    path: Path,
+    decode: Decode = turn_record,
+    bulk: BulkDecode | None = None,
+    on_long: Callable[[int], None] | None = None,
+) -> Iterator[Batch]:
     """A file's non-blank lines, read a chunk at a time (bounded memory: core/jsonl.py). `bulk` decodes a chunk's
     complete lines at once; a chunk it cannot read as one record a line is read line by line with `decode`
-    (`bulk_decoded`), which decides."""
+    (`bulk_decoded`), which decides. `on_long`: a line past the line bound is skipped and its number passed."""
     with path.open("rb") as handle:
-        for chunk in iter_chunks(handle):  # a line past MAX_LINE_BYTES: ValueError, refused before it is read whole
+        for chunk in iter_chunks(
+            handle, on_long=on_long
+        ):  # a line past MAX_LINE_BYTES: ValueError, refused before it is read whole
             records = bulk_decoded(chunk, bulk) if bulk is not None else None
             if records is not None:
                 yield Batch(records, [], chunk.first, chunk.starts())
