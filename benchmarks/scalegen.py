@@ -17,7 +17,8 @@ from typing import Any
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "results" / "examples"
 MANIFEST_TEMPLATE = "20261203T131653Z-cpu-87d008"  # no channels: the report's plain path
-OVERRIDDEN = ("schema_version", "run_id", "cell_id", "seed", "turn", "model", "seed_attempt", "superseded", "end")
+OVERRIDDEN = ("schema_version", "run_id", "cell_id", "seed", "turn", "attempt", "model", "seed_attempt", "superseded",
+              "end")  # fmt: skip
 
 
 def _templates() -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -61,7 +62,9 @@ def generate(run_dir: Path, turns: int, seeds: int = 25, turns_per_seed: int = 2
             tag = f"t{template}-synth{index // len(templates)}"
             model = f"{cell.get('model')}-{tag}"
             cell_id = f"{cell['cell_id']}__{tag}"
-            copy = {**cell, "cell_id": cell_id, "model": model, "order": index}
+            # The seeds it planned are the ones written (a complete cell ended each: core/runrecords.py).
+            planned = [f"s-{seed:03d}" for seed in range(seeds)]
+            copy = {**cell, "cell_id": cell_id, "model": model, "order": index, "seeds": planned}
             (run_dir / "cells" / f"{cell_id}.json").write_text(json.dumps(copy, indent=2))
             bodies = _bodies(records)
             ends = [end for _body, end in bodies if end] or ["turn_cap"]
@@ -73,7 +76,7 @@ def generate(run_dir: Path, turns: int, seeds: int = 25, turns_per_seed: int = 2
                     body, _end = bodies[rng.randrange(len(bodies))]
                     end = json.dumps(rng.choice(ends)) if turn == turns_per_seed - 1 else "null"
                     lines.append(
-                        f'{{{head},"seed":"s-{seed:03d}","turn":{turn},{body},"seed_attempt":0,'
+                        f'{{{head},"seed":"s-{seed:03d}","turn":{turn},"attempt":0,{body},"seed_attempt":0,'
                         f'"superseded":false,"end":{end}}}\n'
                     )
             out.write("".join(lines))

@@ -61,7 +61,8 @@ def test_a_models_source_naming_a_path_is_refused_too(tmp_path: Path) -> None:
     name = str(outside_stack(tmp_path))
     matrix = tmp_path / "m.yaml"
     matrix.write_text(GOOD.replace("      vllm: {asset", f"      {json.dumps(name)}: {{asset"))
-    one_error(orchestrate("validate", str(matrix)), f"field models.0.sources: stack name {name!r} is not a plain")
+    result = orchestrate("validate", str(matrix))
+    one_error(result, f"field models.0.sources: stack name {repr(name)[:40]}", "is not a plain name")  # shown cut
 
 
 def test_classify_refuses_a_stack_named_by_a_path(tmp_path: Path) -> None:
@@ -70,7 +71,7 @@ def test_classify_refuses_a_stack_named_by_a_path(tmp_path: Path) -> None:
     exchanges = tmp_path / "x.jsonl"
     exchanges.write_text(json.dumps(exchange) + "\n")
     result = orchestrate("classify", str(exchanges))
-    one_error(result, f"x.jsonl:1: field 'stack': stack name {name!r} is not a plain name")
+    one_error(result, f"x.jsonl:1: field 'stack': stack name {repr(name)[:40]}", "is not a plain name")  # shown cut
     assert result.stdout == ""
 
 
@@ -92,7 +93,7 @@ def test_report_reclassify_refuses_a_recorded_stack_named_by_a_path(tmp_path: Pa
     turns.write_text(turns.read_text().replace('"stack":"llamacpp"', f'"stack":{json.dumps(name)}'))
     report_before = sorted((path.relative_to(run), path.read_bytes()) for path in (run / "report").rglob("*.*"))
     result = orchestrate("report", str(run), "--reclassify")
-    one_error(result, f"a recorded turn or cell: stack name {name!r} is not a plain name")
+    one_error(result, f"a recorded turn or cell: stack name {repr(name)[:40]}", "is not a plain name")  # shown cut
     assert sorted((p.relative_to(run), p.read_bytes()) for p in (run / "report").rglob("*.*")) == report_before
 
 

@@ -29,12 +29,16 @@ CASES = {
 CELL = "llamacpp-jinja__qwen__text-tools__channel-product"
 
 
-def make_run(directory: Path, gates: list[str], records: list[dict[str, Any]], seeds: list[str]) -> Path:
+def make_run(
+    directory: Path, gates: list[str], records: list[dict[str, Any]], seeds: list[str], status: str = "complete"
+) -> Path:
+    """A run of one product-channel cell planning `seeds`; a complete cell ended every seed it planned (the reader's
+    rule), so a planned case without records is in a cell that did not complete (`status`)."""
     (directory / "cells").mkdir(parents=True)
     manifest = {"schema_version": 2, "run_id": directory.name, "matrix": {"gate": gates, "channels": ["product"]}}
     (directory / "manifest.json").write_text(json.dumps({**manifest, "cases": CASES}))
     cell = {"cell_id": CELL, "stack_label": "llamacpp-jinja", "model": "qwen", "tools_mode": "text-tools"}
-    cell |= {"channel": "product", "without": None, "suites": ["formation"], "seeds": seeds, "status": "complete"}
+    cell |= {"channel": "product", "without": None, "suites": ["formation"], "seeds": seeds, "status": status}
     (directory / "cells" / f"{CELL}.json").write_text(json.dumps(cell))
     (directory / "turns.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return directory
@@ -74,8 +78,9 @@ def test_a_failing_gate_exits_1_and_json_has_one_object_per_gate(tmp_path: Path)
 
 
 def test_a_planned_case_that_never_ran_counts_as_not_passing(tmp_path: Path) -> None:
-    # f-08 is planned in the cell but has no record: the gate over all cases cannot pass on it.
-    run = make_run(tmp_path / "r", ["product.all.answer >= 0.9"], [md5_run("5d41"), asked()], ["f-05", "f-10", "f-08"])
+    # f-08 is planned in the cell but has no record (its server died first): the gate over all cases cannot pass on it.
+    planned = ["f-05", "f-10", "f-08"]
+    run = make_run(tmp_path / "r", ["product.all.answer >= 0.9"], [md5_run("5d41"), asked()], planned, "server_died")
     result = runner.invoke(app, ["gate", str(run)])
     assert result.exit_code == 1
     assert "2/3" in result.output and "1 unscored" in result.output

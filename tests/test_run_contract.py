@@ -63,10 +63,13 @@ def every_field(base: dict[str, Any]) -> TurnRecord:
 
 
 def write_through_store(run: Path) -> dict[str, Any]:
-    """The record appended by the runner's own writing path (RunStore.append_turn), as JSON it was written."""
+    """The record appended by the runner's own writing path (RunStore.append_turn), as JSON it was written. Its
+    attempt 1 is a retry: the turn's first attempt is appended before it, as the runner writes them (a retry
+    without its first attempt is a lost record to every reader)."""
     base = json.loads((run / "turns.jsonl").read_text().splitlines()[0])
     record = every_field(base)
     store = RunStore(run)
+    store.append_turn(record.model_copy(update={"attempt": 0, "end": None}))
     store.append_turn(record)
     store.close()
     written = json.loads((run / "turns.jsonl").read_text().splitlines()[-1])
@@ -75,7 +78,8 @@ def write_through_store(run: Path) -> dict[str, Any]:
 
 
 def ours(records: list[dict[str, Any]]) -> dict[str, Any]:
-    [found] = [r for r in records if r.get("seed") == SEED]
+    """The every-field record (its seed's retry; the first attempt before it is the store's too)."""
+    [found] = [r for r in records if r.get("seed") == SEED and r.get("attempt") == 1]
     return found
 
 
@@ -94,11 +98,13 @@ def test_a_record_written_by_the_store_survives_every_reader(run: Path) -> None:
     compared = diff_run(run).turns[written["cell_id"]]
     assert ours(compared) == written
 
-    [row] = [r for batch in read_jsonl_batches(run / "turns.jsonl", TurnOutcomeRow, decode_outcome_rows)
-             for r in batch if r["seed"] == SEED]  # fmt: skip
+    rows = [r for batch in read_jsonl_batches(run / "turns.jsonl", TurnOutcomeRow, decode_outcome_rows)
+            for r in batch if r["seed"] == SEED]  # fmt: skip
+    [row] = [r for r in rows if r["attempt"] == 1]
     assert row == {k: written[k] for k in STATS_FIELDS}  # `orchestrate stats`' rows
-    frame = outcome_frame([[row]])
-    assert frame.iloc[0]["seed_attempt"] == 2 and frame.iloc[0]["stack_config"] == written["stack_config"]
+    frame = outcome_frame([rows])  # the seed run whole: the retry with its first attempt
+    [retry] = frame[frame["attempt"] == 1].to_dict("records")
+    assert retry["seed_attempt"] == 2 and retry["stack_config"] == written["stack_config"]
 
 
 def records_of_first_cell(run: Path) -> int:
@@ -111,12 +117,12 @@ def test_a_record_written_by_the_store_survives_load_run(run: Path) -> None:
     before = records_of_first_cell(run)
     written = write_through_store(run)
     turns = notebook_run(run).turns
-    [row] = turns[turns["seed"] == SEED].to_dict("records")
+    [row] = turns[(turns["seed"] == SEED) & (turns["attempt"] == 1)].to_dict("records")
     plain = {"prompt_tokens": 11, "completion_tokens": 7, "flags": "truncated:max_tokens", "counted": True}
     for column in turns.columns:
         expected = plain[column] if column in plain else written[column]
         assert row[column] == expected, column
-    assert records_of_first_cell(run) == before + 1  # the report's long table counts it in its cell
+    assert records_of_first_cell(run) == before + 2  # the report's long table counts it (and its first attempt)
 
 
 def test_a_record_without_a_version_reads_as_version_1(run: Path) -> None:

@@ -84,6 +84,7 @@ def test_report_through_a_link_inside_report_changes_nothing(tmp_path: Path, out
     run = copied(tmp_path)
     target = outside / "cells" if relative == "report/cells" else outside / "index.html"
     linked(run, relative, target)
+    (run / "report" / "cells_wide.md").write_text("an older report\n")  # a new report would differ from it
     report_before = files(run / "report")
     before = files(outside)
     done = orchestrate("report", str(run), cwd=REPO)

@@ -112,9 +112,11 @@ def test_cli_json_is_one_strict_object_per_low_cell(tmp_path: Path) -> None:
     section = page.split('<h2 class="section">Triage verdicts</h2>')[1].split("</table>")[0]
     assert section.count("<tr>") == len(rows) + 1 and all(r["cell_id"] in section for r in rows)
     assert "stale" not in section
-    # Once the run changes (a resume appended records), the page says the verdicts are stale.
+    # Once the run changes (a resume appended records), the page says the verdicts are stale. The appended record
+    # is a new one (a seed of its own from turn 0): a copy of an existing line would be damage, not a change.
+    first = json.loads((run / "turns.jsonl").read_text().splitlines()[0])
     with (run / "turns.jsonl").open("a") as turns:
-        turns.write((run / "turns.jsonl").read_text().splitlines()[0] + "\n")
+        turns.write(json.dumps({**first, "seed": "ops-resumed", "turn": 0, "attempt": 0, "seed_attempt": 0}) + "\n")
     assert runner.invoke(app, ["report", str(run)]).exit_code == 0
     page = (run / "report" / "index.html").read_text()
     assert "stale: the run changed after triage.json was written" in page.split("Triage verdicts</h2>")[1][:300]
@@ -345,18 +347,22 @@ def test_a_parser_rejection_is_the_stacks_when_the_raw_template_arm_does_better(
 def test_turns_the_template_could_not_render_are_not_the_servers_silence(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
     cell_id = f"vllm-hermes__{QWEN}__text-tools"
+    records = list(map(json.loads, (run / "turns.jsonl").read_text().splitlines()))
+    last = {r["seed"]: r["turn"] for r in records if r["cell_id"] == cell_id}  # each seed's last turn (one run each)
     lines = []
-    for record in map(json.loads, (run / "turns.jsonl").read_text().splitlines()):
+    for record in records:
         lines.append(json.dumps(record))
-        if record["cell_id"] == cell_id and record["turn"] == 0:  # each seed: 5 more turns that never went out
+        if record["cell_id"] == cell_id and record["turn"] == last[record["seed"]]:
+            # each seed: 5 more turns that never went out, numbered on from its last (a seed run has no gap)
             lines += [
                 json.dumps(
                     {
                         **record,
-                        "turn": 99 + k,
+                        "turn": record["turn"] + 1 + k,
                         "outcome": "non_response",
                         "detail": "template:render_failed",
                         "http_status": None,
+                        "end": None,
                     }
                 )
                 for k in range(5)

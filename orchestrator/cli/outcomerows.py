@@ -19,7 +19,7 @@ from orchestrator.core.jsonl import InputError
 from orchestrator.core.runrecords import lost_records
 from orchestrator.core.turnfields import Read, lean_model, lean_typeddict
 from orchestrator.core.types import SeedEnd
-from orchestrator.runner.store.runstore import RunStore
+from orchestrator.runner.store.rundir import open_run
 from orchestrator.runner.store.turnview import REPORT_FIELDS
 
 _REQUIRED = Read(required=True)
@@ -116,4 +116,4 @@ def run_cells(turns: Path) -> dict[str, dict[str, Any]] | None:
     store's rule (StoreError on a damaged one); None for a file from outside a run."""
     if turns.name != "turns.jsonl" or not (turns.parent / "manifest.json").is_file():
         return None
-    return {cell["cell_id"]: cell for cell in RunStore(turns.parent).read_cells()}
+    return {cell["cell_id"]: cell for cell in open_run(turns.parent).read_cells()}

@@ -322,11 +322,10 @@ def write_report(store: RunStore, *, do_reclassify: bool = False) -> tuple[pd.Da
     try:
         long, wide, staged = _write_tables(store, run, staging)
         staged += _write_damage(store, staging)
-        written = _publish(store.dir, staging, staged, out)
+        stale = [] if store.damage else [out / DAMAGE_FILE]  # checked with the rest before anything is replaced
+        written = _publish(store.dir, staging, staged, out, stale)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if not store.damage:
-        remove_owned(store.dir, out / DAMAGE_FILE)
     return long, wide, written
 
 
@@ -380,12 +379,13 @@ def _write_damage(store: RunStore, out: Path) -> list[Path]:
     return [path]
 
 
-def _publish(run_dir: Path, staging: Path, staged: list[Path], out: Path) -> list[Path]:
+def _publish(run_dir: Path, staging: Path, staged: list[Path], out: Path, stale: list[Path]) -> list[Path]:
     """Flush every staged file to disk, then rename each into report/ (renames within one filesystem). Every
-    path it removes or replaces is checked first (runner/store/runpaths.py): a refused one changes nothing."""
+    path it removes or replaces (`stale`: files a report of this run no longer has) is checked first
+    (runner/store/runpaths.py): a refused one changes nothing."""
     final = [out / path.relative_to(staging) for path in staged]
     removed = [out / PAGES_DIR] if (staging / PAGES_DIR).is_dir() else []
-    removed += [out / name for name in RETIRED_FILES]
+    removed += [out / name for name in RETIRED_FILES] + stale
     for path in [*removed, *final]:
         owned_path(run_dir, path)
     for path in staged:

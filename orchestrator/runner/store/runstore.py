@@ -18,7 +18,11 @@ Damage (what a reader meets in a run directory a crash, a full disk or a hand ed
   (status `damaged`, the axes its turns name).
 - a missing or unreadable manifest: an error (a resume cannot know the matrix); in recover mode a stand-in
   with an empty matrix (default bootstrap settings), warned about.
-- a missing turns.jsonl: always an error (a run's directory has one from its start)."""
+- a missing turns.jsonl: always an error (a run's directory has one from its start); one that is no regular file
+  (a FIFO) too, never waited on.
+- a record copied (its identity held by an earlier line) is damage like a bad line; a lost record (a gap in a
+  seed run, a planned seed a complete cell never ended) and a cell file missing while turns name the cell are
+  judged by the one reader of a whole run (runner/store/rundir.py read_run; the rules: core/runrecords.py)."""
 
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ def judged(decode: Callable[[bytes], Any]) -> Decode:
     def line(raw: bytes) -> Any:
         try:
             return decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # nested past msgspec's depth: turn_record names it
             return turn_record(raw)
 
     return line
