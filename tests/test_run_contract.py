@@ -67,6 +67,11 @@ def write_through_store(run: Path) -> dict[str, Any]:
     attempt 1 is a retry: the turn's first attempt is appended before it, as the runner writes them (a retry
     without its first attempt is a lost record to every reader)."""
     base = json.loads((run / "turns.jsonl").read_text().splitlines()[0])
+    # A cell of its own, sample 3 (a record's sample is its cell's: the cell id carries it), planning its one seed.
+    cell = json.loads((run / "cells" / f"{base['cell_id']}.json").read_text())
+    base["cell_id"] = cell["cell_id"] = f"{cell['cell_id']}__sample-3"
+    cell |= {"sample": 3, "seeds": [SEED], "order": 99}
+    (run / "cells" / f"{cell['cell_id']}.json").write_text(json.dumps(cell))
     record = every_field(base)
     store = RunStore(run)
     store.append_turn(record.model_copy(update={"attempt": 0, "end": None}))
@@ -107,10 +112,13 @@ def test_a_record_written_by_the_store_survives_every_reader(run: Path) -> None:
     assert retry["seed_attempt"] == 2 and retry["stack_config"] == written["stack_config"]
 
 
-def records_of_first_cell(run: Path) -> int:
+def records_of_cell(run: Path, cell: str) -> int:
     table = long_table(open_run(run))
-    cell = json.loads((run / "turns.jsonl").read_text().splitlines()[0])["cell_id"]
     return int(table.loc[table["cell_id"] == cell, "n_turn_records"].iloc[0])
+
+
+def records_of_first_cell(run: Path) -> int:
+    return records_of_cell(run, json.loads((run / "turns.jsonl").read_text().splitlines()[0])["cell_id"])
 
 
 def test_a_record_written_by_the_store_survives_load_run(run: Path) -> None:
@@ -122,7 +130,7 @@ def test_a_record_written_by_the_store_survives_load_run(run: Path) -> None:
     for column in turns.columns:
         expected = plain[column] if column in plain else written[column]
         assert row[column] == expected, column
-    assert records_of_first_cell(run) == before + 2  # the report's long table counts it (and its first attempt)
+    assert before == 21 and records_of_cell(run, written["cell_id"]) == 2  # the long table counts it and its first
 
 
 def test_a_record_without_a_version_reads_as_version_1(run: Path) -> None:

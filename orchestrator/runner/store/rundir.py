@@ -92,7 +92,23 @@ def read_run(store: RunStore, *, view: bool = False) -> RunRead:
         store.note(Damage(path, None, "missing_cell", f"{problem}; its turns are reported without its config"))
         cells[cell_id] = standin_cell(cell_id, store.turns_path, "cell file missing") or {"cell_id": cell_id}
     note_lost_records(store, cells, turns)
+    if not view:  # a lean view reads no `sample`: the report pairs by cell, never by a record's copy of the axis
+        note_sample_mismatch(store, cells, turns)
     return RunRead(manifest, settings, cells, turns)
+
+
+def note_sample_mismatch(store: RunStore, cells: dict[str, dict[str, Any]], turns: list[dict[str, Any]]) -> None:
+    """A record whose `sample` is not its cell's (the cell id carries the sample): a hand edit, counted in another
+    sample's pairing (diff's seed identity, the channels' first-answer pairs). An error naming turns.jsonl, or
+    damage listed in recover mode."""
+    odd = [t for t in turns if "sample" in t and t["sample"] != (cells[t["cell_id"]].get("sample") or 0)]
+    for cell_id in sorted({t["cell_id"] for t in odd}):
+        problem = f"cell {cell_id}: a record's sample is not the cell's ({cells[cell_id].get('sample') or 0})"
+        if not store.recover:
+            raise StoreError(f"{store.turns_path}: {problem}")
+        store.note(Damage(store.turns_path, None, "bad_line", f"{problem}; read as the cell's"))
+    for turn in odd:
+        turn["sample"] = cells[turn["cell_id"]].get("sample") or 0
 
 
 def note_lost_records(store: RunStore, cells: dict[str, dict[str, Any]], turns: list[dict[str, Any]]) -> None:

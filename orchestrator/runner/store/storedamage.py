@@ -93,6 +93,7 @@ def turn_record(raw: bytes) -> dict[str, Any]:
     wrong = [key for key in ("cell_id", "seed", "tools_mode") if not isinstance(record[key], str)]
     wrong += [] if _is_int(record["turn"]) else ["turn"]
     wrong += [key for key in ("seed_attempt", "attempt") if record.get(key) is not None and not _is_int(record[key])]
+    wrong += [] if "sample" not in record or _is_int(record["sample"]) else ["sample"]
     wrong += [key for key in TEXT_OR_NULL if not isinstance(record.get(key), str | None)]
     flags = record.get("flags")
     wrong += [] if flags is None or (isinstance(flags, list) and all(isinstance(f, str) for f in flags)) else ["flags"]
