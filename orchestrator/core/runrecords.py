@@ -12,9 +12,12 @@ decides what a problem costs (an error, or damage listed and read around: runner
 
 from __future__ import annotations
 
+import itertools
 import operator
-from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 RECORD_IDENTITY = ("cell_id", "seed", "seed_attempt", "turn", "attempt")
 Identity = tuple[Any, ...]
@@ -43,44 +46,80 @@ def duplicate_indexes(identities: list[Identity]) -> list[int]:
     return copies
 
 
-def gaps(identities: Iterable[Identity]) -> dict[str, str]:
+@dataclass(frozen=True)
+class SeedRuns:
+    """The records grouped by seed run (cell, seed, run) in C: each record's run key, and one code per run."""
+
+    identities: list[Identity]
+    keys: list[tuple[Any, Any, Any]]  # each record's (cell, seed, run)
+    codes: dict[tuple[Any, Any, Any], int]  # a code per seed run (its last record's position: any will do)
+
+    @classmethod
+    def of(cls, identities: list[Identity]) -> SeedRuns:
+        cells, seeds, runs = (list(map(operator.itemgetter(i), identities)) for i in range(3))
+        keys = list(zip(cells, seeds, runs, strict=True))
+        return cls(identities, keys, dict(zip(keys, itertools.count(), strict=False)))
+
+
+def gaps(identities: list[Identity]) -> dict[str, str]:
     """Per cell id, the first gap in a seed run's turns or a turn's attempts (a record whose predecessor is
     missing: turn t-1 for a turn's first attempt, attempt a-1 for a retry). Identities without copies."""
-    present = set(identities)
+    return _gaps(SeedRuns.of(identities))
+
+
+def _gaps(runs: SeedRuns) -> dict[str, str]:
+    """`gaps`, in numpy: each seed run's records sorted by (turn, attempt) must start at (0, 0) and step to the
+    next attempt or the next turn's first (a million records: a fraction of a second)."""
+    if not runs.identities:
+        return {}
+    codes = np.fromiter(map(runs.codes.__getitem__, runs.keys), dtype=np.int64, count=len(runs.keys))
+    try:
+        turn = np.fromiter(map(operator.itemgetter(3), runs.identities), dtype=np.int64, count=len(codes))
+        attempt = np.fromiter(map(operator.itemgetter(4), runs.identities), dtype=np.int64, count=len(codes))
+    except OverflowError:  # a count past 2**63 is no turn a runner wrote
+        return {runs.keys[0][0]: "a turn or attempt number past any a run reaches"}
+    order = np.lexsort((attempt, turn, codes))
+    code, turn, attempt = codes[order], turn[order], attempt[order]
+    first = np.ones(len(code), dtype=bool)
+    first[1:] = code[1:] != code[:-1]
+    before_turn, before_attempt = np.roll(turn, 1), np.roll(attempt, 1)
+    steps = ((turn == before_turn) & (attempt == before_attempt + 1)) | ((turn == before_turn + 1) & (attempt == 0))
+    bad = np.flatnonzero(np.where(first, (turn != 0) | (attempt != 0), ~steps))
     found: dict[str, str] = {}
-    for cell_id, seed, run, turn, attempt in present:
-        if cell_id in found or (turn == 0 and attempt == 0):
-            continue
-        if attempt and (cell_id, seed, run, turn, attempt - 1) not in present:
-            found[cell_id] = f"seed {seed} run {run}: turn {turn} attempt {attempt} without attempt {attempt - 1}"
-        elif not attempt and (cell_id, seed, run, turn - 1, 0) not in present:
-            found[cell_id] = f"seed {seed} run {run}: turn {turn} without turn {turn - 1}"
+    for position in bad.tolist():
+        cell_id, seed, run, t, a = runs.identities[int(order[position])]
+        if cell_id not in found:
+            lack = f"attempt {a} without attempt {a - 1}" if a else f"without turn {t - 1}"
+            found[cell_id] = f"seed {seed} run {run}: turn {t} {lack}"
     return found
 
 
 def unfinished_seeds(cells: dict[str, dict[str, Any]], identities: list[Identity], ended: list[bool]) -> dict[str, str]:
     """Per complete cell, the first seed it planned whose latest run has no record with an end (or no record);
     `ended[i]`: whether record i carries an end."""
-    latest: dict[tuple[str, str], tuple[int, bool]] = {}  # (cell, seed) -> (latest run, whether it ended)
-    for (cell_id, seed, run, _turn, _attempt), end in zip(identities, ended, strict=True):
-        key = (cell_id, str(seed))
-        known = latest.get(key)
-        if known is None or run > known[0]:
-            latest[key] = (run, end)
-        elif run == known[0] and end:
-            latest[key] = (run, True)
+    return _unfinished(cells, SeedRuns.of(identities), ended)
+
+
+def _unfinished(cells: dict[str, dict[str, Any]], runs: SeedRuns, ended: list[bool]) -> dict[str, str]:
+    """`unfinished_seeds` over the seed runs (tens of records each: walked once each, not per record)."""
+    latest: dict[tuple[Any, Any], Any] = {}
+    for cell_id, seed, run in runs.codes:
+        if run > latest.get((cell_id, seed), -1):
+            latest[(cell_id, seed)] = run
+    ended_runs = set(itertools.compress(runs.keys, ended))
     found: dict[str, str] = {}
     for cell_id, cell in cells.items():
         if cell.get("status") != COMPLETE or not isinstance(cell.get("seeds"), list):
             continue
         for seed in map(str, cell["seeds"]):
-            state = latest.get((cell_id, seed))
-            if state is None or not state[1]:
-                found[cell_id] = f"seed {seed}: {'no record' if state is None else 'its last run has no end'}"
+            run = latest.get((cell_id, seed))
+            if run is None or (cell_id, seed, run) not in ended_runs:
+                found[cell_id] = f"seed {seed}: {'no record' if run is None else 'its last run has no end'}"
                 break
     return found
 
 
 def lost_records(cells: dict[str, dict[str, Any]], identities: list[Identity], ended: list[bool]) -> dict[str, str]:
     """Per cell id, the first sign of a lost record: a gap, or a planned seed a complete cell did not end."""
-    return {**unfinished_seeds(cells, identities, ended), **gaps(identities)}
+    runs = SeedRuns.of(identities)
+    return {**_unfinished(cells, runs, ended), **_gaps(runs)}

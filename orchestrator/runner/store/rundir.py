@@ -14,6 +14,7 @@ The runner, which writes runs, keeps its `RunStore`: a writer must see what it w
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,7 +115,9 @@ def note_sample_mismatch(store: RunStore, cells: dict[str, dict[str, Any]], turn
 def note_lost_records(store: RunStore, cells: dict[str, dict[str, Any]], turns: list[dict[str, Any]]) -> None:
     """A gap in a seed run, or a seed a complete cell planned and did not end (core/runrecords.py): a line of
     turns.jsonl was lost. An error naming the file, or in recover mode damage listed (the rest is reported)."""
-    lost = lost_records(cells, record_identities(turns), [bool(turn.get("end")) for turn in turns])
+    lost = lost_records(
+        cells, record_identities(turns), list(map(bool, map(operator.methodcaller("get", "end"), turns)))
+    )
     for cell_id in sorted(lost):
         problem = f"cell {cell_id}: {lost[cell_id]} (a record lost)"
         if not store.recover:
