@@ -16,7 +16,7 @@ import pandas as pd
 
 from orchestrator.core.cell import PRIMARY_AXES, CellKey
 from orchestrator.core.jsonl import InputError
-from orchestrator.core.runrecords import lost_records
+from orchestrator.core.runrecords import RECORD_IDENTITY, lost_records
 from orchestrator.core.turnfields import Read, lean_model, lean_typeddict
 from orchestrator.core.types import SeedEnd
 from orchestrator.runner.store.rundir import open_run
@@ -52,7 +52,7 @@ RUN_KEY = ["cell_id", "seed", "seed_attempt"]
 
 COLUMNS = ["stack", "stack_config", "model", "tools_mode", "seed", "turn", "outcome", "cell_id", "seed_attempt",
            "attempt", "superseded", "end"]  # fmt: skip  # what stats computes on (the rest is only checked)
-IDENTITY = ["cell_id", "seed", "seed_attempt", "turn", "attempt"]  # core/runcontract.py RECORD_IDENTITY
+IDENTITY = list(RECORD_IDENTITY)
 
 
 def outcome_frame(
@@ -89,7 +89,8 @@ def outcome_frame(
         if orphans:
             raise InputError(f"{Path(where).parent / 'cells' / orphans[0]}.json: missing (turns.jsonl names the cell)")
     identities = list(frame[IDENTITY].itertuples(index=False, name=None))
-    lost = lost_records(cells or {}, identities, frame["end"].notna().tolist())
+    ended = frame["end"].notna() & frame["end"].ne("")  # as the run reader reads an end: text, not empty
+    lost = lost_records(cells or {}, identities, ended.tolist())
     if lost:
         cell_id = min(lost)
         raise InputError(f"{where}: cell {cell_id}: {lost[cell_id]} (a record lost); nothing was computed")

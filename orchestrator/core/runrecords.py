@@ -25,12 +25,11 @@ COMPLETE = "complete"  # core/types.py CellStatus.COMPLETE (a plain string here:
 
 
 def record_identities(records: list[dict[str, Any]]) -> list[Identity]:
-    """Each record's identity as written (an absent seed_attempt or attempt reads as 0), built in C: a million
-    records take a fraction of a second."""
-    cell, seed, turn = (operator.itemgetter(key) for key in ("cell_id", "seed", "turn"))
-    run, attempt = operator.methodcaller("get", "seed_attempt", 0), operator.methodcaller("get", "attempt", 0)
-    return list(zip(map(cell, records), map(seed, records), map(run, records), map(turn, records),
-                    map(attempt, records), strict=True))  # fmt: skip
+    """Each record's identity (RECORD_IDENTITY's fields; an absent seed_attempt or attempt reads as 0, the first:
+    the readers refuse a null one), built in C: a million records take a fraction of a second."""
+    getters = [operator.methodcaller("get", key, 0) if key in ("seed_attempt", "attempt") else operator.itemgetter(key)
+               for key in RECORD_IDENTITY]  # fmt: skip
+    return list(zip(*(map(getter, records) for getter in getters), strict=True))
 
 
 def duplicate_indexes(identities: list[Identity]) -> list[int]:

@@ -30,7 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from orchestrator.core.runcontract import VERSIONS_READ_AS_THEY_STAND
 from orchestrator.core.types import TurnRecord
 
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]  # a count in a record: turn, seed_attempt, attempt, sample
+MAX_COUNT = 2**63 - 1  # a count past this is no count a run reaches (and no int64 a table holds)
+# A count in a record: turn, seed_attempt, attempt, sample.
+NonNegative = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 # The versions a lean reader takes as they stand; a record of another goes to the full reader, which upgrades it
 # (core/runcontract.py READERS) or names its unknown version.
 KnownVersion = Literal[tuple(sorted(VERSIONS_READ_AS_THEY_STAND))]  # type: ignore[valid-type]  # values from data
@@ -113,7 +115,7 @@ def _model_type(name: str, read: Read) -> tuple[Any, Any]:
     elif isinstance(base, type) and issubclass(base, enum.Enum):
         base, extra = (str, {}) if read.any_text else (base, {"strict": False})  # a JSON value names the member
     elif base is int:
-        extra = {"ge": 0}
+        extra = {"ge": 0, "le": MAX_COUNT}
     kind = _union([base, *read.also, *([None] if _admits_null(read) else [])])
     if read.required:
         return kind, Field(**extra)
@@ -131,6 +133,9 @@ def lean_model(name: str, fields: Fields, doc: str) -> type[BaseModel]:
     config = ConfigDict(extra="ignore", strict=True)
     # create_model's overloads want field definitions spelled out; these are built from the record's fields.
     model: type[BaseModel] = create_model(
-        name, __config__=config, __doc__=doc, **definitions  # type: ignore[call-overload]  # fields built from data
+        name,
+        __config__=config,
+        __doc__=doc,
+        **definitions,  # type: ignore[call-overload]  # fields built from data
     )
     return model

@@ -9,6 +9,7 @@ never built) under the store's damage policy. Axes and labels are categoricals, 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,15 +68,25 @@ def _turn_frame(records: list[dict[str, Any]], counted: set[int]) -> pd.DataFram
                      "flags": " ".join(flags) if isinstance(flags, list) else None, "counted": id(record) in counted,
                      "superseded": bool(record.get("superseded"))})  # fmt: skip
     frame = pd.DataFrame(rows, columns=list(TURN_COLUMNS))
-    for name in CATEGORIES:
-        frame[name] = frame[name].astype("category")
+    for name in CATEGORIES:  # a hand-edited value of another type (a list, an object) is shown as its JSON text
+        frame[name] = frame[name].map(_shown, na_action="ignore").astype("category")
     frame["tools_mode"] = pd.Categorical(frame["tools_mode"], categories=[m.value for m in ToolsMode])
     frame["outcome"] = pd.Categorical(frame["outcome"], categories=[o.value for o in Outcome])
     for name in INTEGERS:
-        frame[name] = pd.to_numeric(frame[name], errors="coerce").astype("Int64")  # a hand-edited value: <NA>
+        frame[name] = _integers(frame[name])
     frame["latency_s"] = pd.to_numeric(frame["latency_s"], errors="coerce").astype("Float64")
     frame["task_success"] = frame["task_success"].astype("boolean")
     return frame
+
+
+def _shown(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool) else json.dumps(value, default=str)
+
+
+def _integers(column: pd.Series) -> pd.Series:
+    """A column of counts as Int64: a hand-edited value that is no int64 count (text, 1.5, 2**70, a list) is <NA>."""
+    whole = [value if type(value) is int and -(2**63) <= value < 2**63 else None for value in column]
+    return pd.Series(whole, index=column.index, dtype="Int64")
 
 
 def _typed_cells(long: pd.DataFrame) -> pd.DataFrame:

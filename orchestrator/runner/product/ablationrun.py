@@ -19,6 +19,7 @@ from orchestrator.runner.config.matrix import Matrix
 from orchestrator.runner.config.resolve import RunAssets, validation_context
 from orchestrator.runner.run.provenance import drift, fingerprint, git_state
 from orchestrator.runner.run.runs import start_run_in
+from orchestrator.runner.store.rundir import read_run
 from orchestrator.runner.store.runpaths import owned_path
 from orchestrator.runner.store.runstore import RunStore, counted_turns, now
 from orchestrator.serving.launchers import cleanup
@@ -118,7 +119,7 @@ def _ablation_cell_id(record: dict[str, Any], guard: str) -> str:
 def reuse_unchanged(parent: RunStore, store: RunStore, guards: list[str]) -> dict[str, int]:
     """Copy, per guard, the parent's finished product case runs in which that guard changed nothing."""
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for record in counted_turns(parent.read_turns()):
+    for record in counted_turns(read_run(parent).turns):  # the one reader's rule: a lost or copied record refused
         if record.get("channel") == "product" and record.get("without") is None:
             runs.setdefault((record["cell_id"], record["seed"]), []).append(record)
     copied = dict.fromkeys(guards, 0)

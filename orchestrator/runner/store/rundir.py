@@ -41,7 +41,7 @@ class RunRead:
     manifest: dict[str, Any]
     settings: BootstrapSettings
     cells: dict[str, dict[str, Any]]  # by cell id, each turn's cell among them
-    turns: list[dict[str, Any]]  # every record, one per identity (core/runcontract.py RECORD_IDENTITY)
+    turns: list[dict[str, Any]]  # every record, one per identity (core/runrecords.py RECORD_IDENTITY)
 
 
 class RunDir(RunStore):
@@ -93,8 +93,7 @@ def read_run(store: RunStore, *, view: bool = False) -> RunRead:
         store.note(Damage(path, None, "missing_cell", f"{problem}; its turns are reported without its config"))
         cells[cell_id] = standin_cell(cell_id, store.turns_path, "cell file missing") or {"cell_id": cell_id}
     note_lost_records(store, cells, turns)
-    if not view:  # a lean view reads no `sample`: the report pairs by cell, never by a record's copy of the axis
-        note_sample_mismatch(store, cells, turns)
+    note_sample_mismatch(store, cells, turns)
     return RunRead(manifest, settings, cells, turns)
 
 
@@ -102,14 +101,28 @@ def note_sample_mismatch(store: RunStore, cells: dict[str, dict[str, Any]], turn
     """A record whose `sample` is not its cell's (the cell id carries the sample): a hand edit, counted in another
     sample's pairing (diff's seed identity, the channels' first-answer pairs). An error naming turns.jsonl, or
     damage listed in recover mode."""
-    odd = [t for t in turns if "sample" in t and t["sample"] != (cells[t["cell_id"]].get("sample") or 0)]
-    for cell_id in sorted({t["cell_id"] for t in odd}):
-        problem = f"cell {cell_id}: a record's sample is not the cell's ({cells[cell_id].get('sample') or 0})"
+    cell_ids, samples = map(operator.itemgetter("cell_id"), turns), map(operator.methodcaller("get", "sample"), turns)
+    pairs = set(zip(cell_ids, samples, strict=True))
+    wrong = {cell_id for cell_id, sample in pairs if sample is not None and sample != _sample(cells[cell_id])}
+    if not wrong:  # decided over distinct (cell, sample) pairs, built in C
+        return
+    odd = [
+        t
+        for t in turns
+        if t["cell_id"] in wrong and t.get("sample", _sample(cells[t["cell_id"]])) != _sample(cells[t["cell_id"]])
+    ]
+    for cell_id in sorted(wrong):
+        problem = f"cell {cell_id}: a record's sample is not the cell's ({_sample(cells[cell_id])})"
         if not store.recover:
             raise StoreError(f"{store.turns_path}: {problem}")
         store.note(Damage(store.turns_path, None, "bad_line", f"{problem}; read as the cell's"))
     for turn in odd:
-        turn["sample"] = cells[turn["cell_id"]].get("sample") or 0
+        turn["sample"] = _sample(cells[turn["cell_id"]])
+
+
+def _sample(cell: dict[str, Any]) -> Any:
+    """A cell's sample axis (absent: 0, the first)."""
+    return cell.get("sample") or 0
 
 
 def note_lost_records(store: RunStore, cells: dict[str, dict[str, Any]], turns: list[dict[str, Any]]) -> None:

@@ -223,7 +223,7 @@ class RunStore:
         except (OSError, ValueError) as exc:  # ValueError: a line past MAX_LINE_BYTES, refused unread
             raise StoreError(read_error(self.turns_path, exc)) from exc
         copies = duplicate_indexes(record_identities(records))
-        if copies:  # one identity, one record (core/runcontract.py): a copy is damage, never a second turn
+        if copies:  # one identity, one record (core/runrecords.py): a copy is damage, never a second turn
             bad += copy_damages(self.turns_path)
             records = drop_indexes(records, copies)
         if bad and not self.recover:

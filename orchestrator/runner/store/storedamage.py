@@ -18,6 +18,7 @@ from orchestrator.core.cell import LATER_AXES, PRIMARY_AXES
 from orchestrator.core.jsonl import BulkDecode, bulk_decoded, iter_chunks, numbered_lines
 from orchestrator.core.runcontract import product_field_problems
 from orchestrator.core.runrecords import record_identities
+from orchestrator.core.turnfields import MAX_COUNT
 from orchestrator.core.types import Outcome
 from orchestrator.runner.store.turnview import TurnView, decode_view
 
@@ -77,7 +78,7 @@ def load_json(text: str | bytes) -> Any:
 
 
 def _is_int(value: Any) -> bool:
-    return type(value) is int and value >= 0
+    return type(value) is int and 0 <= value <= MAX_COUNT
 
 
 def turn_record(raw: bytes) -> dict[str, Any]:
@@ -92,8 +93,8 @@ def turn_record(raw: bytes) -> dict[str, Any]:
         raise LineError(f"not a turn record (needs {', '.join(TURN_KEYS)})")
     wrong = [key for key in ("cell_id", "seed", "tools_mode") if not isinstance(record[key], str)]
     wrong += [] if _is_int(record["turn"]) else ["turn"]
-    wrong += [key for key in ("seed_attempt", "attempt") if record.get(key) is not None and not _is_int(record[key])]
-    wrong += [] if "sample" not in record or _is_int(record["sample"]) else ["sample"]
+    # Counts of the record's identity and axes: absent (an older record: 0) or a count; null is no count.
+    wrong += [key for key in ("seed_attempt", "attempt", "sample") if key in record and not _is_int(record[key])]
     wrong += [key for key in TEXT_OR_NULL if not isinstance(record.get(key), str | None)]
     flags = record.get("flags")
     wrong += [] if flags is None or (isinstance(flags, list) and all(isinstance(f, str) for f in flags)) else ["flags"]
@@ -101,7 +102,7 @@ def turn_record(raw: bytes) -> dict[str, Any]:
     wrong += product_field_problems(record)  # the channel readers' fields (the report's lean view reads none)
     if wrong:
         raise LineError(f"not a turn record (wrong type for {', '.join(wrong)})")
-    if record["outcome"] not in OUTCOMES:
+    if not isinstance(record["outcome"], str) or record["outcome"] not in OUTCOMES:
         known = ", ".join(sorted(OUTCOMES))
         raise LineError(f"unknown outcome {record['outcome']!r} (an outcome is one of {known})")
     return record
@@ -230,12 +231,12 @@ def drop_indexes(records: list[Any], indexes: list[int]) -> list[Any]:
 
 def copy_damages(path: Path) -> list[Damage]:
     """Each line of a turns file whose record is a copy of an earlier line's (the same identity:
-    core/runcontract.py RECORD_IDENTITY), naming both lines. Read again line by line, only when the fast read
+    core/runrecords.py RECORD_IDENTITY), naming both lines. Read again line by line, only when the fast read
     found copies: a damaged file's cost."""
     first_line: dict[tuple[Any, ...], int] = {}
     found = []
     with path.open("rb") as handle:
-        for chunk in iter_chunks(handle):
+        for chunk in iter_chunks(handle, on_long=lambda _number: None):  # an overlong line: listed by the read
             for number, raw in numbered_lines(chunk):
                 record = decoded(raw, turn_record)
                 if isinstance(record, LineError):

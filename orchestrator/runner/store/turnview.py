@@ -33,8 +33,9 @@ REPORT_FIELDS: dict[str, Read] = {
     "outcome": _REQUIRED,
     "tools_mode": Read(required=True, any_text=True),
     "schema_version": Read(nullable=False),  # another version: the line goes to the full reader, which names it
-    "seed_attempt": Read(),
-    "attempt": Read(),  # with cell, seed, seed_attempt and turn: the record's identity (core/runcontract.py)
+    "seed_attempt": Read(nullable=False),  # with cell, seed, turn and attempt: the record's identity
+    "attempt": Read(nullable=False),  # (core/runrecords.py RECORD_IDENTITY); absent: 0, null: no count
+    "sample": Read(nullable=False),  # the cell's sample axis, checked against the cell file (rundir.read_run)
     "end": Read(any_text=True),
     "superseded": Read(nullable=False),
     "call_format": Read(),
