@@ -18,7 +18,8 @@ import pytest
 from orchestrator import load_run
 from orchestrator.core.jsonl import MAX_JSON_FILE_BYTES
 from orchestrator.core.runrecords import duplicate_indexes, gaps, record_identities, unfinished_seeds
-from orchestrator.runner.store.runstore import StoreError
+from orchestrator.runner.store.rundir import open_run, read_run
+from orchestrator.runner.store.runstore import RunStore, StoreError
 from tests.cliinprocess import orchestrate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -178,3 +179,63 @@ def test_a_manifest_or_cell_file_past_the_size_bound_is_refused_unread(tmp_path:
         code, output = ask("report", run)
         assert code != 0 and Path(name).name in output and "largerthan" in output, output[-600:]
         shutil.copyfile(EXAMPLE / name, run / name)
+
+
+@pytest.mark.parametrize("field", ["seed_attempt", "attempt", "sample"])
+def test_a_null_count_is_no_record_for_every_reader(tmp_path: Path, field: str) -> None:
+    run = copy_run(tmp_path)
+    rows = lines(run)
+    record = json.loads(rows[5])
+    record[field] = None
+    rows[5] = json.dumps(record).encode() + b"\n"
+    (run / "turns.jsonl").write_bytes(b"".join(rows))
+    refused_by_all(run, "turns.jsonl:6")
+
+
+def test_an_overlong_line_is_read_around_under_recover_and_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.core import jsonl
+
+    monkeypatch.setattr(jsonl, "READ_CHUNK", 64)
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
+    good = [{"cell_id": "c", "seed": f"s{i}", "turn": 0, "outcome": "valid_call", "tools_mode": "native"}
+            for i in range(3)]  # fmt: skip
+    huge = {**good[0], "seed": "big", "raw_content": "x" * 5000}
+    rows = [json.dumps(r).encode() for r in (good[0], huge, good[1], good[1], good[2])]  # line 4 copies line 3
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "turns.jsonl").write_bytes(b"\n".join(rows) + b"\n")
+    with pytest.raises(StoreError, match=r"turns\.jsonl:2: line longer than 1000 bytes"):
+        RunStore(run).read_turns()
+    for view in (False, True):
+        store = RunStore(run, recover=True, warn=lambda _message: None)
+        assert [r["seed"] for r in store.read_turns(view=view)] == ["s0", "s1", "s2"]
+        assert [(d.line, d.kind) for d in store.damage] == [(2, "bad_line"), (4, "duplicate_record")]
+
+
+# Every field a careless edit or an attacker retypes, and what they retype it to (the hostile-run generator's own
+# lists, tests/test_hostile_runs.py), one line at a time: load_run() and a recover-mode read give records or a
+# StoreError naming the file, never another exception.
+@pytest.mark.slow  # 176 reads of a run
+def test_every_single_field_retype_is_read_or_refused_by_name(tmp_path: Path) -> None:
+    from tests.test_hostile_runs import RETYPED, TURN_KEYS
+
+    run = copy_run(tmp_path)
+    rows = lines(run)
+    unexpected = []
+    for key in TURN_KEYS:
+        for value in RETYPED:
+            record = json.loads(rows[5])
+            record[key] = value
+            edited = [*rows[:5], json.dumps(record).encode() + b"\n", *rows[6:]]
+            (run / "turns.jsonl").write_bytes(b"".join(edited))
+            try:
+                load_run(run)
+                read_run(open_run(run, recover=True, warn=lambda _message: None), view=False)
+            except StoreError as exc:
+                if "turns.jsonl" not in str(exc) and "cells" not in str(exc):
+                    unexpected.append(f"{key}={value!r}: {exc}")
+            except Exception as exc:  # what this test is for: any other exception is a finding
+                unexpected.append(f"{key}={value!r}: {type(exc).__name__}: {exc}")
+    assert not unexpected, "\n".join(unexpected[:20])
