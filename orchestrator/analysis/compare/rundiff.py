@@ -142,7 +142,8 @@ def load_run(run_dir: Path) -> RunData:
         raise DiffError(f"{run_dir}: no such run directory")
     store = open_run(run_dir)
     try:
-        if store.manifest() and not store.turns_path.is_file():
+        store.manifest()  # a run directory first: its manifest names what is wrong with one that is not
+        if not store.turns_path.is_file():
             raise DiffError(f"{store.turns_path}: missing (not a run directory?)")
         run = read_run(store)  # the one reader's rule: a copied record, a missing cell file are errors
     except StoreError as exc:

@@ -28,7 +28,8 @@ from orchestrator.core.runrecords import lost_records, record_identities
 from orchestrator.core.stats import BootstrapSettings
 from orchestrator.runner.store.runpaths import StoreError
 from orchestrator.runner.store.runstore import RunStore, warn_stderr
-from orchestrator.runner.store.storedamage import Damage, standin_cell
+from orchestrator.runner.store.storedamage import Damage, standin_of
+from orchestrator.runner.store.turnview import OFFSET_KEY
 
 LOST_HINT = "`orchestrate report --allow-damaged` reports what is left, the loss listed"
 MISSING_CELL_HINT = "`orchestrate report --allow-damaged` reports its turns without its config"
@@ -84,14 +85,15 @@ def read_run(store: RunStore, *, view: bool = False) -> RunRead:
     settings = bootstrap_settings(store, manifest)
     cells = {cell["cell_id"]: cell for cell in store.read_cells()}
     turns = store.read_turns(view=view)
-    named = Counter(turn["cell_id"] for turn in turns)
-    for cell_id in sorted(set(named) - set(cells)):
+    named = Counter(map(operator.itemgetter("cell_id"), turns))
+    missing = sorted(set(named) - set(cells))
+    for cell_id in missing:
         path = store.cells_dir / f"{cell_id}.json"
         problem = f"missing ({named[cell_id]} turn record(s) in turns.jsonl name this cell)"
         if not store.recover:
             raise StoreError(f"{path}: {problem}; {MISSING_CELL_HINT}")
         store.note(Damage(path, None, "missing_cell", f"{problem}; its turns are reported without its config"))
-        cells[cell_id] = standin_cell(cell_id, store.turns_path, "cell file missing") or {"cell_id": cell_id}
+    cells |= standins(store, set(missing), turns)
     note_lost_records(store, cells, turns)
     note_sample_mismatch(store, cells, turns)
     return RunRead(manifest, settings, cells, turns)
@@ -123,6 +125,21 @@ def note_sample_mismatch(store: RunStore, cells: dict[str, dict[str, Any]], turn
 def _sample(cell: dict[str, Any]) -> Any:
     """A cell's sample axis (absent: 0, the first)."""
     return cell.get("sample") or 0
+
+
+def standins(store: RunStore, missing: set[str], turns: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A stand-in cell for each missing cell file, from its first turn record (a lean view's whole record read at
+    its offset: one seek a cell, never a scan of turns.jsonl per cell)."""
+    firsts: dict[str, dict[str, Any]] = {}
+    for turn in turns if missing else []:
+        if turn["cell_id"] in missing:
+            firsts.setdefault(turn["cell_id"], turn)
+    offsets = [first[OFFSET_KEY] for first in firsts.values() if OFFSET_KEY in first]
+    whole = store.read_records_at(offsets)
+    return {
+        cell_id: standin_of(whole.get(first.get(OFFSET_KEY, -1), first), "cell file missing")
+        for cell_id, first in firsts.items()
+    }
 
 
 def note_lost_records(store: RunStore, cells: dict[str, dict[str, Any]], turns: list[dict[str, Any]]) -> None:

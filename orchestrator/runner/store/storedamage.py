@@ -199,11 +199,16 @@ def _standin_from(turns_path: Path, needle: bytes, cell_id: str, reason: str) ->
         for _number, raw in lines:
             record = decoded(raw, turn_record) if needle in raw else None  # decode only the lines naming it
             if isinstance(record, dict) and record["cell_id"] == cell_id:
-                fields = {key: record[key] for key in STANDIN_FIELDS if key in record}
-                label = record.get("stack_config") or record.get("stack")
-                return {**fields, "cell_id": cell_id, "order": 10**9, "stack_label": label,
-                        "status": DAMAGED_STATUS, "error": reason}  # fmt: skip
+                return standin_of(record, reason)
     return None
+
+
+def standin_of(record: dict[str, Any], reason: str) -> dict[str, Any]:
+    """A stand-in cell from one of its turn records (a whole one): the axes it names, status `damaged`."""
+    fields = {key: record[key] for key in STANDIN_FIELDS if key in record}
+    label = record.get("stack_config") or record.get("stack")
+    return {**fields, "cell_id": record["cell_id"], "order": 10**9, "stack_label": label,
+            "status": DAMAGED_STATUS, "error": reason}  # fmt: skip
 
 
 def aside_path(path: Path, suffix: str) -> Path:
@@ -238,10 +243,9 @@ def copy_damages(path: Path) -> list[Damage]:
     with path.open("rb") as handle:
         for chunk in iter_chunks(handle, on_long=lambda _number: None):  # an overlong line: listed by the read
             for number, raw in numbered_lines(chunk):
-                record = decoded(raw, turn_record)
-                if isinstance(record, LineError):
+                identity = _identity_of(raw)
+                if identity is None:
                     continue
-                (identity,) = record_identities([record])
                 if identity in first_line:
                     detail = (f"a copy of line {first_line[identity]}'s record (the same cell, seed, seed_attempt, "
                               "turn and attempt): not counted again")  # fmt: skip
@@ -249,3 +253,15 @@ def copy_damages(path: Path) -> list[Damage]:
                 else:
                     first_line[identity] = number
     return found
+
+
+def _identity_of(raw: bytes) -> tuple[Any, ...] | None:
+    """A line's record identity as its JSON says (None: no JSON object with one). Read leniently: whichever reader
+    took the line (the lean view or the full one), its copy is found."""
+    try:
+        record = load_json(raw)
+        (identity,) = record_identities([record]) if isinstance(record, dict) else [None]
+        hash(identity)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return identity
