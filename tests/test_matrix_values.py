@@ -195,3 +195,16 @@ def test_merge_keys_still_override_and_equal_values_of_different_types_are_two_k
 def test_every_shipped_definition_writes_each_key_once(kind: str) -> None:
     for path in sorted((REPO_ROOT / kind).glob("*.yaml")):
         parse_yaml(path.read_text(), path)
+
+
+def test_two_suites_sharing_a_seed_id_are_refused_naming_both() -> None:
+    """A turn record names its case by seed id (its identity: core/runrecords.py): two suites of one matrix with a
+    common id would make their records copies of each other, so validation refuses them."""
+    from orchestrator.runner.config.matrixchecks import check_seed_ids_distinct
+
+    check_seed_ids_distinct({"ops": ["ops-00", "ops-01"], "formation": ["f-00"]})
+    with pytest.raises(ValueError, match=r"tasks\.1: suite 'b' has seed id 'x-01', as suite 'a' has"):
+        check_seed_ids_distinct({"a": ["x-00", "x-01"], "b": ["x-01"]})
+    shipped = {path.stem: [seed["id"] for seed in parse_yaml(path.read_text(), path)[1]["seeds"]]
+               for path in sorted((REPO_ROOT / "seeds").glob("*.yaml"))}  # fmt: skip
+    check_seed_ids_distinct(shipped)  # the shipped suites can run together

@@ -242,6 +242,9 @@ class Matrix(_Strict):
     def _check_suites_fit(self) -> None:
         """One entry per suite; the channels score what each case declares right; the loop ends on a submit call."""
         checks.check_suites_once([task.suite for task in self.tasks])
+        checks.check_seed_ids_distinct(
+            {task.suite: [seed.id for seed in task.resolved_suite.seeds] for task in self.tasks}
+        )
         for task in self.tasks:
             suite = task.resolved_suite
             if self.channels and not suite.scored:

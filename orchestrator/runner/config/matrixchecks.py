@@ -76,6 +76,20 @@ def check_suites_once(suites: Sequence[str]) -> None:
             )
 
 
+def check_seed_ids_distinct(seed_ids: dict[str, list[str]]) -> None:
+    """Two suites of one matrix never share a seed id: a turn record's identity is (cell, seed, seed attempt,
+    turn, attempt), so a shared id would make two cases' records copies of each other (core/runrecords.py)."""
+    owner: dict[str, str] = {}
+    for index, (suite, ids) in enumerate(seed_ids.items()):
+        for seed in ids:
+            first = owner.setdefault(seed, suite)
+            if first != suite:
+                raise ValueError(
+                    f"tasks.{index}: suite {suite!r} has seed id {seed!r}, as suite {first!r} has: a record names its "
+                    "case by seed id, so the two cases' records would be one; rename one of them"
+                )
+
+
 def check_case_distinct(stack_labels: Sequence[str], model_names: Sequence[str]) -> None:
     """Stack labels (they name servers' files) and model names (part of every cell id) that differ only in case
     would be one file where case is not told apart: refused, naming both (an exact repeat is refused before)."""
