@@ -239,3 +239,16 @@ def test_every_single_field_retype_is_read_or_refused_by_name(tmp_path: Path) ->
             except Exception as exc:  # what this test is for: any other exception is a finding
                 unexpected.append(f"{key}={value!r}: {type(exc).__name__}: {exc}")
     assert not unexpected, "\n".join(unexpected[:20])
+
+
+def test_stats_on_a_run_refuses_an_integer_seed_as_the_report_does(tmp_path: Path) -> None:
+    """Integer seeds are read in files from outside a run; a run's own records name their seed by its id."""
+    run = copy_run(tmp_path)
+    rows = lines(run)
+    rows[5] = json.dumps({**json.loads(rows[5]), "seed": 7}).encode() + b"\n"
+    (run / "turns.jsonl").write_bytes(b"".join(rows))
+    for reader in ("report", "stats"):
+        code, output = ask(reader, run)
+        assert code != 0 and "turns.jsonl" in output and "seed" in output, f"{reader}: {output[:300]}"
+    code, output = ask("stats", run)
+    assert "record6:wrongtypeforseed" in output, output[:300]
