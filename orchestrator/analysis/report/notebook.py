@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from orchestrator.analysis.report.report import cell_statistics, long_table
@@ -85,8 +86,17 @@ def _shown(value: Any) -> Any:
 
 def _integers(column: pd.Series) -> pd.Series:
     """A column of counts as Int64: a hand-edited value that is no int64 count (text, 1.5, 2**70, a list) is <NA>."""
-    whole = [value if type(value) is int and -(2**63) <= value < 2**63 else None for value in column]
-    return pd.Series(whole, index=column.index, dtype="Int64")
+    return pd.Series([_count(value) for value in column], index=column.index, dtype="Int64")
+
+
+def _count(value: Any) -> int | None:
+    """An int64 count from a cell of a frame (a column with gaps holds floats: 3.0 is 3), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return None
+    if isinstance(value, float | np.floating) and not (np.isfinite(value) and float(value).is_integer()):
+        return None
+    number = int(value)
+    return number if -(2**63) <= number < 2**63 else None
 
 
 def _typed_cells(long: pd.DataFrame) -> pd.DataFrame:
