@@ -106,6 +106,12 @@ class Parent:
             "flags": ["cache:not_cleared"],
             **fields,
         }
+        if self.store.read_cell(cell.cell_id) is None:  # every cell its turns name has its file (the one reader's rule)
+            self.store.write_cell(cell.cell_id, {
+                "cell_id": cell.cell_id, "status": "running",  # f-02 below never finished: not a complete cell
+                "stack_label": cell.stack.label, "stack": cell.stack.stack, "model": cell.model.name,
+                "tools_mode": cell.mode.value, "channel": channel, "sample": sample,
+            })  # fmt: skip
         self.store.append_turn(TurnRecord.model_validate(record))
 
     def write_case_runs(self) -> None:
@@ -321,6 +327,7 @@ def cell_file(cell_id: str, guards: list[str], argv: list[str] | None) -> dict[s
     """A cell file with the identity fields config_sha256 reads (the port replaced in the digest)."""
     record = {
         "cell_id": cell_id,
+        "status": "complete",  # every cell file says where its cell stands (core/runcontract.py CellFile)
         "stack_label": "llamacpp-jinja",
         "stack": "llamacpp",
         "model": "qwen2.5-coder-0.5b-instruct",

@@ -158,16 +158,18 @@ def test_sigterm_during_docker_start_leaves_no_container(docker_client, llama_se
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    # Only this probe's container (its run id is probe-<pid>): other runs on the machine have their own.
+    # Only this probe's container (its run id is probe-<pid>): other runs on the machine have their own. Listed
+    # by the engine's list call alone: the SDK's list() inspects each container after listing, and the launcher
+    # removing it in between was a NotFound error in the test, not a container left.
     label = {"label": ["toolcall-matrix.managed=true", f"toolcall-matrix.run-id=probe-{run.pid}"]}
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not docker_client.containers.list(all=True, filters=label):
+    while time.monotonic() < deadline and not docker_client.api.containers(all=True, filters=label):
         time.sleep(0.05)
-    assert docker_client.containers.list(all=True, filters=label), "the container never appeared"
+    assert docker_client.api.containers(all=True, filters=label), "the container never appeared"
     run.send_signal(signal.SIGTERM)
     run.wait(timeout=60)
     assert run.returncode != 0
-    assert docker_client.containers.list(all=True, filters=label) == []
+    assert docker_client.api.containers(all=True, filters=label) == []
 
 
 @pytest.mark.slow
