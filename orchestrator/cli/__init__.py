@@ -46,7 +46,9 @@ def stats_command(
     """Per-cell statistics over seeds: per-seed mean, bootstrap CI, pooled figure, flags."""
     try:
         cells = run_cells(turns)
-        frame = outcome_frame(read_jsonl_batches(turns, TurnOutcomeRow, decode_outcome_rows), str(turns), cells)
+        frame = outcome_frame(
+            read_jsonl_batches(turns, TurnOutcomeRow, decode_outcome_rows, fill_defaults=False), str(turns), cells
+        )
     except (InputError, StoreError) as exc:
         fail(str(exc))
     keys = ("stack", *PRIMARY_AXES)

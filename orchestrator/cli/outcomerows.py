@@ -73,6 +73,7 @@ def outcome_frame(
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
     frame = pd.concat(frames, ignore_index=True)
+    frame["superseded"] = frame["superseded"].fillna(False).astype(bool)  # absent: not superseded (the default)
     if cells is not None and not frame["seed"].map(type).eq(str).all():  # a run's records name seeds by text id
         first = int(frame["seed"].map(type).ne(str).idxmax()) + 1
         raise InputError(f"{where}: record {first}: wrong type for seed (a run's records name their seed by its id)")

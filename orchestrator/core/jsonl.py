@@ -295,12 +295,16 @@ def _all_lines_open_an_object(chunk: Chunk) -> bool:
 OPEN_BRACE, CLOSE_BRACE = ord("{"), ord("}")
 
 
-def read_jsonl_batches(path: Path, model: type[ModelT], decode_lines: BulkDecode) -> Iterator[list[dict[str, Any]]]:
+def read_jsonl_batches(
+    path: Path, model: type[ModelT], decode_lines: BulkDecode, *, fill_defaults: bool = True
+) -> Iterator[list[dict[str, Any]]]:
     """What `read_jsonl` yields, as `model_dump(mode="json")` dicts in batches of a chunk's lines, for files of
     millions of lines: a chunk of good lines is decoded at once by `decode_lines` (msgspec, typed as strictly as
-    `model`; defaults filled from `model`), and a chunk it refuses is read line by line by `read_jsonl`'s own
-    reader, which names the bad line (or, where the two disagree, is the one obeyed)."""
+    `model`; defaults filled from `model`, unless the caller fills them column by column: `fill_defaults=False`),
+    and a chunk it refuses is read line by line by `read_jsonl`'s own reader, which names the bad line (or, where
+    the two disagree, is the one obeyed)."""
     defaults = {name: field.get_default() for name, field in model.model_fields.items() if not field.is_required()}
+    defaults = defaults if fill_defaults else {}
     try:
         handle = path.open("rb")
     except OSError as exc:
