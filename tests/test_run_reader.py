@@ -39,6 +39,14 @@ def lines(run: Path) -> list[bytes]:
     return (run / "turns.jsonl").read_bytes().splitlines(keepends=True)
 
 
+def with_line_6(run: Path, **fields: object) -> Path:
+    """The run with line 6 of turns.jsonl holding `fields` over its own."""
+    rows = lines(run)
+    rows[5] = json.dumps({**json.loads(rows[5]), **fields}).encode() + b"\n"
+    (run / "turns.jsonl").write_bytes(b"".join(rows))
+    return run
+
+
 def ask(reader: str, run: Path) -> tuple[int, str]:
     args = {"report": ["report", str(run)], "stats": ["stats", str(run / "turns.jsonl")],
             "triage": ["triage", str(run)], "diff": ["diff", str(EXAMPLE), str(run)]}[reader]  # fmt: skip
@@ -127,12 +135,7 @@ def test_a_bad_bootstrap_setting_is_an_error_naming_the_manifest_and_defaults_un
     [("schema_version", 99), ("flags", "truncated"), ("superseded", "no"), ("attempt", -1)],
 )
 def test_stats_refuses_the_records_report_refuses(tmp_path: Path, field: str, value: object) -> None:
-    run = copy_run(tmp_path)
-    rows = lines(run)
-    record = json.loads(rows[5])
-    record[field] = value
-    rows[5] = json.dumps(record).encode() + b"\n"
-    (run / "turns.jsonl").write_bytes(b"".join(rows))
+    run = with_line_6(copy_run(tmp_path), **{field: value})
     for reader in ("report", "stats"):
         code, output = ask(reader, run)
         assert code != 0 and "turns.jsonl:6" in output, f"{reader} accepted {field}={value!r}: {output[:400]}"
@@ -183,12 +186,7 @@ def test_a_manifest_or_cell_file_past_the_size_bound_is_refused_unread(tmp_path:
 
 @pytest.mark.parametrize("field", ["seed_attempt", "attempt", "sample"])
 def test_a_null_count_is_no_record_for_every_reader(tmp_path: Path, field: str) -> None:
-    run = copy_run(tmp_path)
-    rows = lines(run)
-    record = json.loads(rows[5])
-    record[field] = None
-    rows[5] = json.dumps(record).encode() + b"\n"
-    (run / "turns.jsonl").write_bytes(b"".join(rows))
+    run = with_line_6(copy_run(tmp_path), **{field: None})
     refused_by_all(run, "turns.jsonl:6")
 
 
@@ -243,10 +241,7 @@ def test_every_single_field_retype_is_read_or_refused_by_name(tmp_path: Path) ->
 
 def test_stats_on_a_run_refuses_an_integer_seed_as_the_report_does(tmp_path: Path) -> None:
     """Integer seeds are read in files from outside a run; a run's own records name their seed by its id."""
-    run = copy_run(tmp_path)
-    rows = lines(run)
-    rows[5] = json.dumps({**json.loads(rows[5]), "seed": 7}).encode() + b"\n"
-    (run / "turns.jsonl").write_bytes(b"".join(rows))
+    run = with_line_6(copy_run(tmp_path), seed=7)
     for reader in ("report", "stats"):
         code, output = ask(reader, run)
         assert code != 0 and "turns.jsonl" in output and "seed" in output, f"{reader}: {output[:300]}"
