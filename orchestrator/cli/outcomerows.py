@@ -16,7 +16,7 @@ import pandas as pd
 
 from orchestrator.core.cell import PRIMARY_AXES, CellKey
 from orchestrator.core.jsonl import InputError
-from orchestrator.core.runrecords import RECORD_IDENTITY, lost_records
+from orchestrator.core.runrecords import RECORD_IDENTITY, duplicate_indexes, lost_records
 from orchestrator.core.turnfields import Read, lean_model, lean_typeddict
 from orchestrator.core.types import SeedEnd
 from orchestrator.runner.store.rundir import open_run
@@ -87,12 +87,12 @@ def outcome_frame(
         axes = frame.loc[missing, list(PRIMARY_AXES)]
         ids = {key: CellKey(**dict(zip(PRIMARY_AXES, key, strict=True))).cell_id for key in set(axes.itertuples(False))}
         frame.loc[missing, "cell_id"] = [ids[key] for key in axes.itertuples(False)]
-    _refuse_copies(frame, where)
+    identities = list(frame[IDENTITY].itertuples(index=False, name=None))
+    _refuse_copies(frame, identities, where)
     if cells is not None:  # a run's turns.jsonl: every cell its turns name has its cell file (as in the report)
         orphans = sorted(set(frame["cell_id"]) - set(cells))
         if orphans:
             raise InputError(f"{Path(where).parent / 'cells' / orphans[0]}.json: missing (turns.jsonl names the cell)")
-    identities = list(frame[IDENTITY].itertuples(index=False, name=None))
     ended = frame["end"].notna() & frame["end"].ne("")  # as the run reader reads an end: text, not empty
     lost = lost_records(cells or {}, identities, ended.tolist())
     if lost:
@@ -105,14 +105,15 @@ def outcome_frame(
     return frame[counted].reset_index(drop=True)
 
 
-def _refuse_copies(frame: pd.DataFrame, where: str) -> None:
-    copies = frame.duplicated(subset=IDENTITY)
-    if copies.any():
-        first = frame.loc[copies].iloc[0]
+def _refuse_copies(frame: pd.DataFrame, identities: list[tuple[Any, ...]], where: str) -> None:
+    """The run reader's copy rule (core/runrecords.py duplicate_indexes), as one InputError naming the first."""
+    copies = duplicate_indexes(identities)
+    if copies:
+        first = frame.iloc[copies[0]]
         identity = ", ".join(f"{key} {first[key]!r}" for key in IDENTITY)
         raise InputError(
-            f"{where}: {int(copies.sum())} turn record(s) repeat an earlier record's identity (first: record "
-            f"{int(copies.idxmax()) + 1}, {identity}); a record is counted once, so nothing was computed"
+            f"{where}: {len(copies)} turn record(s) repeat an earlier record's identity (first: record "
+            f"{copies[0] + 1}, {identity}); a record is counted once, so nothing was computed"
         )
 
 

@@ -90,9 +90,8 @@ def read_run(store: RunStore, *, view: bool = False) -> RunRead:
     for cell_id in missing:
         path = store.cells_dir / f"{cell_id}.json"
         problem = f"missing ({named[cell_id]} turn record(s) in turns.jsonl name this cell)"
-        if not store.recover:
-            raise StoreError(f"{path}: {problem}; {MISSING_CELL_HINT}")
-        store.note(Damage(path, None, "missing_cell", f"{problem}; its turns are reported without its config"))
+        refuse_or_note(store, Damage(path, None, "missing_cell", problem), MISSING_CELL_HINT,
+                       "its turns are reported without its config")  # fmt: skip
     cells |= standins(store, set(missing), turns)
     note_lost_records(store, cells, turns)
     note_sample_mismatch(store, cells, turns)
@@ -115,9 +114,7 @@ def note_sample_mismatch(store: RunStore, cells: dict[str, dict[str, Any]], turn
     ]
     for cell_id in sorted(wrong):
         problem = f"cell {cell_id}: a record's sample is not the cell's ({_sample(cells[cell_id])})"
-        if not store.recover:
-            raise StoreError(f"{store.turns_path}: {problem}")
-        store.note(Damage(store.turns_path, None, "bad_line", f"{problem}; read as the cell's"))
+        refuse_or_note(store, Damage(store.turns_path, None, "bad_line", problem), "", "read as the cell's")
     for turn in odd:
         turn["sample"] = _sample(cells[turn["cell_id"]])
 
@@ -150,9 +147,8 @@ def note_lost_records(store: RunStore, cells: dict[str, dict[str, Any]], turns: 
     )
     for cell_id in sorted(lost):
         problem = f"cell {cell_id}: {lost[cell_id]} (a record lost)"
-        if not store.recover:
-            raise StoreError(f"{store.turns_path}: {problem}; {LOST_HINT}")
-        store.note(Damage(store.turns_path, None, "lost_record", f"{problem}; the cell's figures cover what is left"))
+        damage = Damage(store.turns_path, None, "lost_record", problem)
+        refuse_or_note(store, damage, LOST_HINT, "the cell's figures cover what is left")
 
 
 def bootstrap_settings(store: RunStore, manifest: dict[str, Any]) -> BootstrapSettings:
@@ -168,3 +164,11 @@ def bootstrap_settings(store: RunStore, manifest: dict[str, Any]) -> BootstrapSe
             raise StoreError(f"{store.manifest_path}: not a run manifest ({problem})") from exc
         store.note(Damage(store.manifest_path, None, "bad_setting", f"{problem}; the default settings are used"))
         return BootstrapSettings()
+
+
+def refuse_or_note(store: RunStore, damage: Damage, hint: str, consequence: str) -> None:
+    """The store's damage policy for what the whole-run rules find: an error naming the file (with `hint`), or in
+    recover mode the damage noted with its `consequence` (what the report does about it)."""
+    if not store.recover:
+        raise StoreError(f"{damage}; {hint}" if hint else str(damage))
+    store.note(Damage(damage.path, damage.line, damage.kind, f"{damage.detail}; {consequence}"))
