@@ -44,6 +44,7 @@ class CellAxes(BaseModel):
     parallel_tool_calls: bool | None = Field(None, description="None: not sent.")
     sample: int = Field(0, ge=0, description="Index of a repeated sample of the same cases.")
     without: str | None = Field(None, description="Ablation: the product-channel guard switched off.")
+    category: str | None = Field(None, description="BFCL: the category of the cell's cases (id suffix __bfcl-<c>).")
 
 
 class CellKey(CellAxes):
@@ -59,7 +60,9 @@ class CellKey(CellAxes):
     @property
     def cell_id(self) -> str:
         base = f"{self.stack_config}__{self.model}__{self.tools_mode.value}"
-        return slug(base + "".join(f"__{axis}-{value}" for axis, value in self.extra_axes().items()))
+        return slug(
+            base + "".join(f"__{ID_NAMES.get(axis, axis)}-{value}" for axis, value in self.extra_axes().items())
+        )
 
     def extra_axes(self) -> dict[str, object]:
         """The later axes that differ from their defaults, in declaration order."""
@@ -70,6 +73,8 @@ class CellKey(CellAxes):
         }
 
 
+# How an axis is spelled in a cell id where not by its own name: a BFCL cell ends `__bfcl-<category>`.
+ID_NAMES: dict[str, str] = {"category": "bfcl"}
 # Both derived from the declarations above. PRIMARY_AXES are also the turn-record fields that group turns into
 # cells (what `stats` and reports group by).
 LATER_AXES: tuple[str, ...] = tuple(CellAxes.model_fields)

@@ -43,8 +43,9 @@ class ContractError(ValueError):
 
 
 def _same(data: JsonObject) -> JsonObject:
-    """Version 1 to 2: version 2 only added fields (turn records' finish_reason, flags, seed_attempt, superseded,
-    prompt_cache, sample, sampling_seed), each read as its default when absent; nothing was renamed or retyped."""
+    """Version 1 to 2 and 2 to 3 only added fields (2: turn records' finish_reason, flags, seed_attempt, superseded,
+    prompt_cache, sample, sampling_seed; 3: turn records' bfcl, cells' category), each read as its default when
+    absent; nothing was renamed or retyped."""
     return data
 
 
@@ -52,7 +53,7 @@ Reader = Callable[[JsonObject], JsonObject]
 # Per older version: how its files are brought to the next version's shape (chained up to SCHEMA_VERSION). A
 # version bump adds its reader here; the bulk turn readers take a version as it stands only when its reader is
 # `_same` (runner/store/turnview.py), so a record that needs rewriting always goes through `upgraded`.
-READERS: dict[int, Reader] = {1: _same}
+READERS: dict[int, Reader] = {1: _same, 2: _same}
 if set(READERS) | {SCHEMA_VERSION} != KNOWN_SCHEMA_VERSIONS:  # a version bump without a reader for the old one
     raise RuntimeError(f"schema versions {sorted(KNOWN_SCHEMA_VERSIONS)}: readers for {sorted(READERS)} only")
 VERSIONS_READ_AS_THEY_STAND: frozenset[int] = frozenset(
@@ -205,6 +206,7 @@ class CellFile(_Recorded):
     channel: str | None = None
     sample: int | None = None
     without: str | None = None
+    category: str | None = None  # a BFCL cell: its category (schema 3)
     stream: bool | None = None
     tool_choice: str | None = None
     parallel_tool_calls: bool | None = None

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 # `without` and `sample` (absent: an agent-loop cell); turn records' `stream` (False), `stream_ref`,
 # `stream_facts`, `tool_choice`, `parallel_tool_calls`, `constraint_honoured` (None); cells' `stream`,
 # `tool_choice`, `parallel_tool_calls` (absent: not streamed, nothing asked).
-SCHEMA_VERSION = 2
-KNOWN_SCHEMA_VERSIONS: frozenset[int] = frozenset({1, 2})
+# 3: turn records' `bfcl` (a BFCL case's verdict; absent before: null) and cells' `category` (absent: null).
+SCHEMA_VERSION = 3
+KNOWN_SCHEMA_VERSIONS: frozenset[int] = frozenset({1, 2, 3})
 
 
 class Outcome(StrEnum):
@@ -183,6 +184,19 @@ class ToolExecution(BaseModel):
     sent: bool = Field(True, description="False: not sent (an unknown tool, or a repeat the dedup guard held back).")
 
 
+class BfclVerdict(BaseModel):
+    """BFCL's verdict on one turn of a BFCL case (core/bfcl.py): `valid` on the calls the serving path
+    delivered, `valid_as_said` on the calls the model wrote; both null on a turn without model output."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    category: str
+    id: str
+    valid: bool | None
+    valid_as_said: bool | None
+    error_type: str | None = Field(None, description="BFCL's error type when `valid` is false; else null.")
+
+
 class TurnRecord(BaseModel):
     """One assistant response inside a seed's agent loop, recorded before it is acted on.
 
@@ -260,3 +274,4 @@ class TurnRecord(BaseModel):
     final_answer: str | None = Field(
         None, description="Product channel: the answer the product gave (on the last turn)."
     )
+    bfcl: BfclVerdict | None = Field(None, description="A BFCL case: BFCL's checker's verdict on this turn.")

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.analysis.report.bfclreport import write_bfcl_report
 from orchestrator.analysis.report.drilldown import PAGES_DIR, cell_href, fill_rows, plan_pages, write_cell_pages
 from orchestrator.analysis.report.gridcolumns import column_labels, column_order, markdown_table
 from orchestrator.analysis.report.htmlreport import build_page, page_headers, write_index
@@ -263,7 +264,7 @@ def request_counts(counted: list[dict[str, Any]], details: Counter[str]) -> dict
 
 def _later_axes(cell: dict[str, Any]) -> str:
     """The cell's axes beyond stack config, model and mode (channel, sample, guard off, stream, tool_choice,
-    parallel_tool_calls): '' for a plain cell."""
+    parallel_tool_calls, BFCL category): '' for a plain cell."""
     parts = [cell.get("channel") if cell.get("channel") not in (None, "agent") else None]
     parts += [f"sample {cell['sample']}" if cell.get("sample") else None]
     parts += [f"without {cell['without']}" if cell.get("without") else None]
@@ -271,6 +272,7 @@ def _later_axes(cell: dict[str, Any]) -> str:
     parts += [f"tool_choice {cell['tool_choice']}" if cell.get("tool_choice") not in (None, "auto") else None]
     parallel = cell.get("parallel_tool_calls")
     parts += [None if parallel is None else f"parallel {str(parallel).lower()}"]
+    parts += [f"bfcl {cell['category']}" if cell.get("category") else None]
     return " ".join(part for part in parts if part)
 
 
@@ -361,8 +363,9 @@ def _write_tables(store: RunStore, run: RunTurns, out: Path) -> tuple[pd.DataFra
         table.to_csv(path, index=False)
         written.append(path)
     written += write_parallel_report(store, [t for turns in run.by_cell.values() for t in turns], out)
-    written += write_cell_pages(store.run_id, pages, page_headers(long), out)
-    frames = [("Stream vs non-stream", pairs), ("tool_choice / parallel_tool_calls kept", constraints)]
+    bfcl_files, bfcl_frames = write_bfcl_report(run.cells, run.counted, run.settings, out)
+    written += bfcl_files + write_cell_pages(store.run_id, pages, page_headers(long), out)
+    frames = [*bfcl_frames, ("Stream vs non-stream", pairs), ("tool_choice / parallel_tool_calls kept", constraints)]
     names = {page.cell_id: cell_href(page) for page in pages}
     written += write_index(build_page(store, run, long, column_order(long), frames, stats, names), out)
     return long, wide, written

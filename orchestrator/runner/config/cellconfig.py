@@ -16,6 +16,7 @@ from orchestrator.core.modes import mode_of
 from orchestrator.core.types import SCHEMA_VERSION
 from orchestrator.runner.config.matrix import Cell, Matrix
 from orchestrator.runner.suites.tasks import Suite
+from orchestrator.runner.turn.bfclturn import bfcl_cell_record
 from orchestrator.runner.turn.prompts import template_sha256
 from orchestrator.serving.chatapi import sampler_record
 from orchestrator.serving.defaults import model_generation_config
@@ -202,6 +203,8 @@ def _axis_fields(
         "guards": sorted(guards) if cell.channel == "product" else None,
         "tool_server": tool_server,
         "probe": probe,
+        # A BFCL cell (absent on others, whose configs stay as they were): its category and how names were offered.
+        **({"category": cell.category, "bfcl": bfcl_cell_record(cell.mode, resolved)} if cell.category else {}),
     }
 
 

@@ -236,8 +236,24 @@ class Matrix(_Strict):
         for stack in self.stacks:
             for model in (model for model in self.models if stack.stack in model.sources):
                 for mode, request, (channel, sample, without) in self.cell_specs(stack, model):
-                    key = cell_key(stack, model, mode, channel, sample, without, request)
-                    yield key.cell_id, stack.label, model.name
+                    for category, _seeds in self.seed_groups():
+                        key = cell_key(stack, model, mode, channel, sample, without, request, category)
+                        yield key.cell_id, stack.label, model.name
+
+    def seed_groups(self) -> list[tuple[str | None, list[tuple[str, str]]]]:
+        """The seeds of a cell, by the cell's category: every suite's seeds in one group (no category), and
+        each BFCL category's cases in a group, a cell, of its own."""
+        plain: list[tuple[str, str]] = []
+        by_category: dict[str, list[tuple[str, str]]] = {}
+        for task in self.tasks:
+            suite = task.resolved_suite
+            for seed_id in task.seed_ids():
+                case = suite.seed(seed_id).bfcl if suite.benchmark is not None else None
+                if case is None:
+                    plain.append((task.suite, seed_id))
+                else:
+                    by_category.setdefault(case.category, []).append((task.suite, seed_id))
+        return ([(None, plain)] if plain else []) + list(by_category.items())
 
     def _check_suites_fit(self) -> None:
         """One entry per suite; the channels score what each case declares right; the loop ends on a submit call."""
@@ -251,6 +267,10 @@ class Matrix(_Strict):
                 raise ValueError(
                     f"tasks: suite {task.suite!r} declares no `expect` on its cases: it cannot run in the channels"
                 )
+            if suite.benchmark is not None:
+                if self.channels:
+                    raise ValueError(f"tasks: {task.suite} is scored by its own checker: run it without channels")
+                continue
             if not self.channels and suite.submit_tool is None:
                 raise ValueError(
                     f"tasks: suite {task.suite!r} has no submit tool: run it with `channels: [model, product]`"
@@ -339,9 +359,11 @@ def cell_key(
     sample: int = 0,
     without: str | None = None,
     request: tuple[bool, str, bool | None] = (False, "auto", None),
+    category: str | None = None,
 ) -> CellKey:
     stream, tool_choice, parallel = request
     return CellKey(
+        category=category,
         stack_config=stack.label,
         model=model.name,
         tools_mode=mode,
@@ -362,14 +384,15 @@ def cell_id(
     sample: int = 0,
     without: str | None = None,
     request: tuple[bool, str, bool | None] = (False, "auto", None),
+    category: str | None = None,
 ) -> str:
-    return cell_key(stack, model, mode, channel, sample, without, request).cell_id
+    return cell_key(stack, model, mode, channel, sample, without, request, category).cell_id
 
 
 def expand(matrix: Matrix) -> list[ServerPlan]:
     """Servers in matrix order. A stack that loads one model per process gets one server per model;
     a stack that serves many (Ollama, hosted) gets one server for all of them."""
-    seeds = [(task.suite, seed) for task in matrix.tasks for seed in task.seed_ids()]
+    groups_of_seeds = matrix.seed_groups()
     plans: list[ServerPlan] = []
     position = 0
     for stack in matrix.stacks:
@@ -380,23 +403,25 @@ def expand(matrix: Matrix) -> list[ServerPlan]:
             cells = []
             for model in group:
                 for mode, request, (channel, sample, without) in matrix.cell_specs(stack, model):
-                    cells.append(
-                        Cell(
-                            cell_id=cell_id(stack, model, mode, channel, sample, without, request),
-                            order=position,
-                            stack=stack,
-                            model=model,
-                            mode=mode,
-                            seeds=seeds,
-                            channel=channel,
-                            sample=sample,
-                            without=without,
-                            stream=request[0],
-                            tool_choice=request[1],
-                            parallel_tool_calls=request[2],
+                    for category, seeds in groups_of_seeds:
+                        cells.append(
+                            Cell(
+                                cell_id=cell_id(stack, model, mode, channel, sample, without, request, category),
+                                order=position,
+                                stack=stack,
+                                model=model,
+                                mode=mode,
+                                seeds=seeds,
+                                channel=channel,
+                                sample=sample,
+                                without=without,
+                                stream=request[0],
+                                tool_choice=request[1],
+                                parallel_tool_calls=request[2],
+                                category=category,
+                            )
                         )
-                    )
-                    position += 1
+                        position += 1
             if cells:
                 server_id = slug(stack.label + ("__" + group[0].name if per_model else ""))
                 plans.append(ServerPlan(server_id=server_id, stack=stack, models=group, cells=cells))

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.core.bfcl import BFCL_SUITE
 from orchestrator.core.classify import AUTO_FORMAT, check_call_format
 from orchestrator.core.stats import MAX_RESAMPLES, MAX_RNG_SEED, BootstrapSettings
 from orchestrator.core.types import ToolsMode
@@ -276,7 +277,10 @@ class ModelEntry(_Strict):
 class TaskEntry(_Strict):
     suite: str
     seeds: list[str] | None = Field(None, description="Seed ids; default: the first `count` seeds.")
-    count: int | None = strict_count(None)
+    count: Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)] | Literal["all"] | None = Field(
+        None, description="Seeds to run (the first N); bfcl: cases per category, `all` for every case."
+    )
+    categories: list[str] | None = Field(None, description="bfcl only: the BFCL categories to run (one cell each).")
 
     _suite: Suite | None = PrivateAttr(default=None)
 
@@ -284,6 +288,8 @@ class TaskEntry(_Strict):
     @classmethod
     def _known_suite(cls, value: str, info: ValidationInfo) -> str:
         check_name(value, LABEL, "a suite name")  # it names a file under seeds/
+        if value == BFCL_SUITE:  # built from the pinned package's data (runner/suites/bfclcases.py)
+            return value
         try:
             assets_in(info).suite(value)
         except SuiteError as exc:
@@ -298,6 +304,8 @@ class TaskEntry(_Strict):
         name = info.data.get("suite")
         if value is None or name is None:  # no suite: its own error is the one reported
             return value
+        if name == BFCL_SUITE:
+            raise ValueError("bfcl selects its cases by `categories` and `count` (a stable rule), not by `seeds`")
         known = [seed.id for seed in assets_in(info).suite(name).seeds]
         for index, seed in enumerate(value):
             if seed not in known:
@@ -317,10 +325,25 @@ class TaskEntry(_Strict):
                 f"give `seeds` or `count`, not both: count {self.count} would be ignored for the "
                 f"{len(self.seeds)} seed(s) listed"
             )
+        if self.suite == BFCL_SUITE:
+            return self._resolve_bfcl(info)
+        if self.categories is not None or self.count == "all":
+            raise ValueError("`categories` and `count: all` are for the bfcl suite only")
         self._suite = assets_in(info).suite(self.suite)  # resolved once, carried by the entry
         available = len(self._suite.seeds)
-        if self.count is not None and self.count > available:
+        if self.count is not None and self.count > available:  # type: ignore[operator]
             raise ValueError(f"count: suite {self.suite!r} has {available} seeds, not {self.count}")
+        return self
+
+    def _resolve_bfcl(self, info: ValidationInfo) -> TaskEntry:
+        if not self.categories:
+            raise ValueError("bfcl needs `categories` (one cell each): e.g. [simple_python, multiple, irrelevance]")
+        if len(set(self.categories)) != len(self.categories):
+            raise ValueError("categories: a category is listed twice")
+        try:
+            self._suite = assets_in(info).bfcl_suite(tuple(self.categories), self.count)
+        except SuiteError as exc:
+            raise ValueError(str(exc)) from None
         return self
 
     @property
@@ -334,7 +357,9 @@ class TaskEntry(_Strict):
         suite = self.resolved_suite
         if self.seeds is not None:
             return list(self.seeds)
-        return [seed.id for seed in suite.seeds][: self.count or len(suite.seeds)]
+        if suite.benchmark is not None:  # its selection is the suite
+            return [seed.id for seed in suite.seeds]
+        return [seed.id for seed in suite.seeds][: self.count or len(suite.seeds)]  # type: ignore[misc]
 
 
 MAX_SECONDS = 7 * 24 * 3600.0  # a week: any longer wait is a typo, and inf would never end a run

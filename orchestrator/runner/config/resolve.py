@@ -28,8 +28,20 @@ from typing import Any, TypeVar, cast
 
 from pydantic import ValidationInfo
 
+from orchestrator.core.bfcl import BFCL_SUITE, BfclCase
 from orchestrator.core.redact import REDACTED
 from orchestrator.runner.store.runpaths import owned_dir, write_bytes_atomic
+from orchestrator.runner.suites.bfclcases import SNAPSHOT_DIR as BFCL_SNAPSHOT_DIR
+from orchestrator.runner.suites.bfclcases import SNAPSHOT_FILE as BFCL_SNAPSHOT_FILE
+from orchestrator.runner.suites.bfclcases import (
+    bfcl_suite,
+    check_categories,
+    package_cases,
+    provenance_record,
+    select,
+    snapshot_bytes,
+    snapshot_cases,
+)
 from orchestrator.runner.suites.tasks import Suite, SuiteError, parse_suite, with_listed_tools
 from orchestrator.serving.registry import (
     REPO_ROOT,
@@ -83,6 +95,7 @@ class RunAssets:
         self._stacks: dict[str, StackSpec] = {}
         self._suites: dict[str, Suite] = {}
         self._suite_bytes: dict[str, bytes] = {}
+        self._bfcl: tuple[list[BfclCase], bytes] | None = None  # the run's BFCL cases and their snapshot bytes
         self._lock = threading.RLock()  # seeds of one cell resolve concurrently (runner/sweep/seedpool.py)
 
     def __eq__(self, other: object) -> bool:  # what was resolved, not where from (two validations agree)
@@ -140,6 +153,39 @@ class RunAssets:
     @property
     def suites(self) -> Mapping[str, Suite]:
         return dict(self._suites)
+
+    def bfcl_suite(self, categories: tuple[str, ...], count: int | str | None) -> Suite:
+        """The BFCL cases a task entry selects (runner/suites/bfclcases.py): from the pinned package for a new
+        run, from the run's own snapshot (sha256-checked against its manifest) for a recorded one."""
+        check_categories(categories)
+        with self._lock:
+            if BFCL_SUITE not in self._suites:
+                source = snapshot_cases(self.run_dir, self.recorded) if self.run_dir is not None else None
+                cases = [
+                    case
+                    for category in categories
+                    for case in select(
+                        [c for c in source if c.category == category]
+                        if source is not None
+                        else package_cases(category),
+                        count,
+                    )
+                ]
+                if not cases:
+                    raise SuiteError(f"bfcl: categories {list(categories)} select no case")
+                self._bfcl = (cases, snapshot_bytes(cases))
+                self._suites[BFCL_SUITE] = bfcl_suite(cases)
+            return self._suites[BFCL_SUITE]
+
+    def snapshot_bfcl(self, run_dir: Path) -> dict[str, Any] | None:
+        """Write the BFCL cases resolved (if any) into `<run>/bfcl/`; what the manifest records of them."""
+        if self._bfcl is None:
+            return None
+        cases, raw = self._bfcl
+        target = run_dir / BFCL_SNAPSHOT_DIR
+        target.mkdir(exist_ok=True)
+        (target / BFCL_SNAPSHOT_FILE).write_bytes(raw)
+        return provenance_record(cases, raw)
 
     def snapshot_suites(self, run_dir: Path) -> dict[str, str]:
         """Write every suite resolved so far into `<run>/seeds/`, byte for byte; {file name: sha256}."""

@@ -22,6 +22,7 @@ from orchestrator.runner.run.provenance import (
     snapshot_stacks,
 )
 from orchestrator.runner.store.runstore import RunStore, now
+from orchestrator.runner.suites.bfclcases import PROVENANCE_KEY as BFCL_PROVENANCE_KEY
 from orchestrator.runner.turn.guards import GUARDS_ENV, active_guards
 from orchestrator.serving.handle import check_run_id
 from orchestrator.serving.launchers import cleanup
@@ -73,6 +74,9 @@ def start_run_in(
     )
     snapshot_stacks(store.dir)
     store.update_manifest(suites_snapshot=matrix.assets.snapshot_suites(store.dir))  # {file: sha256}
+    bfcl = matrix.assets.snapshot_bfcl(store.dir)
+    if bfcl is not None:  # the BFCL cases as run: a resume and the analysis read them, never today's package
+        store.update_manifest(provenance={**store.manifest()["provenance"], BFCL_PROVENANCE_KEY: bfcl})
     return store
 
 

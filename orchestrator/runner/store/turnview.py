@@ -48,10 +48,11 @@ REPORT_FIELDS: dict[str, Read] = {
     "suite": Read(),
     "task_success": _SHOWN,
 }
-# What the report reads of a seed's first turn beyond `TurnView`: its first answer, how it was drawn, and
-# (parallel suite) what served it; shown as they are (not checked by either reader).
+# What the report reads of a seed's first turn beyond `TurnView`: its first answer, how it was drawn, (parallel
+# suite) what served it, and (a BFCL case) its verdict; shown as they are (not checked by either reader: the BFCL
+# report validates each verdict it reads, analysis/report/bfclreport.py).
 FIRST_TURN_FIELDS: dict[str, Read] = dict.fromkeys(
-    ("calls", "error", "raw_content", "sampling_seed", "model", "stack_config", "parse_path"), _SHOWN
+    ("calls", "error", "raw_content", "sampling_seed", "model", "stack_config", "parse_path", "bfcl"), _SHOWN
 )
 TurnView = lean_typeddict("TurnView", REPORT_FIELDS)
 FirstTurnFields = lean_typeddict("FirstTurnFields", FIRST_TURN_FIELDS)

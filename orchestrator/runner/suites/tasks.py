@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from orchestrator.core.bfcl import BfclCase
 from orchestrator.core.classify import tools_by_name, validate_call
 from orchestrator.core.scoring import Expectation, normalise_text
 from orchestrator.core.toolschemas import tool_schema_problems
@@ -58,6 +59,7 @@ class Seed(_Strict):
         "(analysis/report/parallel.py).",
     )
     data: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    bfcl: BfclCase | None = Field(None, description="A BFCL case (runner/suites/bfclcases.py): its own tools.")
 
 
 class McpSource(_Strict):
@@ -77,13 +79,24 @@ class Suite(_Strict):
         default_factory=list, description="Tools whose result is the answer (hashes, encodings): short_circuit."
     )
     core: list[str] = Field(default_factory=list, description="The core cases a release gate reads.")
-    seeds: list[Seed] = Field(min_length=8)
+    benchmark: str | None = Field(
+        None, description="A public benchmark's cases (`bfcl-eval==…`): built from its data, not from a file."
+    )
+    seeds: list[Seed] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> Suite:
         ids = [seed.id for seed in self.seeds]
         if len(set(ids)) != len(ids):
             raise ValueError("seed ids must be unique")
+        if self.benchmark is not None:  # each case carries its own tools and BFCL's checker scores it
+            if not all(seed.bfcl for seed in self.seeds):
+                raise ValueError("a benchmark suite's seeds are its cases: every one needs `bfcl`")
+            return self
+        if any(seed.bfcl for seed in self.seeds):
+            raise ValueError("`bfcl` cases come from the bfcl suite only (tasks: [{suite: bfcl, ...}])")
+        if len(self.seeds) < 8:
+            raise ValueError(f"a suite needs at least 8 seeds, not {len(self.seeds)}")
         echoed = [
             (seed.id, answer)
             for seed in self.seeds

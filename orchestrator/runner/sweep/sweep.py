@@ -47,6 +47,7 @@ from orchestrator.runner.turn.agent import (
     SeedTask,
     run_seed,
 )
+from orchestrator.runner.turn.bfclturn import run_bfcl_case, seed_tools
 from orchestrator.runner.turn.guards import active_guards
 from orchestrator.serving.probe import ProbeResult, probe
 from orchestrator.serving.serverconfig import ServerConfig
@@ -86,6 +87,8 @@ class Sweep:
         self.phase_s: dict[str, float] = {}  # the server now running: seconds spent per phase (probe, seeds)
 
     def loop_for(self, cell: Cell) -> Any:
+        if cell.category is not None:  # a BFCL category: each case is its first answer, judged by BFCL's checker
+            return run_bfcl_case
         return {"model": run_model_case, "product": run_product_case}.get(cell.channel, run_seed)
 
     def cell_guards(self, cell: Cell) -> frozenset[str]:
@@ -315,6 +318,7 @@ class Sweep:
                     call_format=base.get("call_format") or cell.call_format,
                     template=template,
                     semantics=cell.semantics(loaded.tools),
+                    **seed_tools(loaded, seed_id, cell.mode),
                 ),
                 server=served,
                 policy=policy,

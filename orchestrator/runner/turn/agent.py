@@ -83,6 +83,18 @@ class SeedTask:
     call_format: str = "auto"  # how text calls are read (the cell's `call_format`: auto or one recogniser)
     template: ChatTemplate | None = None  # raw-template: the model's own chat template, rendered by the harness
     semantics: RequestSemantics | None = None  # tool_choice / parallel_tool_calls (native modes only)
+    # A case with tools of its own (a BFCL case): what is offered, and what its calls are read against (the
+    # offered tools under every spelling the case accepts). None: the suite's tools, for both.
+    tools: list[dict[str, Any]] | None = None
+    read_tools: list[dict[str, Any]] | None = None
+
+    @property
+    def offered_tools(self) -> list[dict[str, Any]]:
+        return self.suite.tools if self.tools is None else self.tools
+
+    @property
+    def reading_tools(self) -> list[dict[str, Any]]:
+        return self.read_tools if self.read_tools is not None else self.offered_tools
 
 
 @dataclass(frozen=True, kw_only=True)

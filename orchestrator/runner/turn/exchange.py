@@ -109,7 +109,7 @@ def _label(ctx: SeedContext, exchange: ChatExchange) -> Classification:
     return label_turn(
         **ctx.server.spec.signatures(),
         mode=ctx.task.mode,
-        tools=ctx.task.suite.tools,
+        tools=ctx.task.reading_tools,
         http_status=exchange.http_status,
         body=exchange.body,
         transport_error=exchange.transport_error,

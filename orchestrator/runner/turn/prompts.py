@@ -58,13 +58,20 @@ class Request:
 def initial_messages(
     mode: ToolsMode, system_prompt: str, user_request: str, tools: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": system_text(mode, system_prompt, tools)},
+        {"role": "user", "content": user_request},
+    ]
+
+
+def system_text(mode: ToolsMode, system_prompt: str, tools: list[dict[str, Any]]) -> str:
+    """The system message a mode sends: the task's own, or its prompt template rendered over it."""
     template = mode_of(mode).system_template
-    system = (
+    return (
         system_prompt
         if template is None
         else _env().get_template(template).render(system_prompt=system_prompt, tools=tools)
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": user_request}]
 
 
 def raw_prompt(template: ChatTemplate, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
