@@ -69,7 +69,7 @@ def test_a_standin_cell_keeps_every_axis_of_its_cell(tmp_path: Path) -> None:
     # Every later axis away from its default: a stand-in that dropped one would rebuild another cell's id.
     primary = {"stack_config": "vllm-hermes", "model": "qwen", "tools_mode": ToolsMode.NATIVE_HINT}
     later = {"channel": "product", "stream": True, "tool_choice": "required", "parallel_tool_calls": False}
-    key = CellKey(**primary, **later, sample=2, without="dedup")
+    key = CellKey(**primary, **later, sample=2, without="dedup", category="simple_python")
     assert set(key.extra_axes()) == set(LATER_AXES)
     record = TurnRecord(
         **primary, **{axis: getattr(key, axis) for axis in LATER_AXES}, run_id="r", cell_id=key.cell_id, seed="s1",

@@ -56,7 +56,9 @@ def every_field(base: dict[str, Any]) -> TurnRecord:
         "superseded": False, "prompt_cache": {"cleared": "slot"}, "end": "submitted", "task_success": True,
         "channel": "product", "without": "dedup", "guard_events": [{"guard": "g", "fired": True, "changed": False}],
         "executions": [{"call": {"name": "pod_status", "arguments": {}, "id": None}, "result": "ok", "sent": True}],
-        "prompted_by": "stall", "final_answer": "web-0 is up",
+        "prompted_by": "stall", "final_answer": "web-0 is up", "category": "simple_python",
+        "bfcl": {"category": "simple_python", "id": SEED, "valid": False, "valid_as_said": True,
+                 "error_type": "ast_decoder:decoder_failed"},
     }  # fmt: skip
     assert set(values) == set(TurnRecord.model_fields), "a new record field: give it a value here"
     return TurnRecord.model_validate(values)

@@ -20,6 +20,7 @@ import typer
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.cli import app, fail
+from orchestrator.core.bfcl import BfclCase
 from orchestrator.core.classify import AUTO_FORMAT, check_call_format
 from orchestrator.core.constraints import RequestSemantics, ToolChoice
 from orchestrator.core.jsonl import InputError, read_jsonl
@@ -28,8 +29,21 @@ from orchestrator.core.labelling import StreamInput, label_turn
 from orchestrator.core.toolschemas import tool_schema_problems
 from orchestrator.core.types import ToolsMode, TransportError
 from orchestrator.runner.config.resolve import RunAssets
+from orchestrator.runner.suites.bfclcases import check_categories, package_cases
+from orchestrator.runner.suites.bfclcheck import turn_verdict
+from orchestrator.runner.suites.bfclpackage import BfclUnavailable
+from orchestrator.runner.suites.tasks import SuiteError
+from orchestrator.runner.turn.bfclturn import case_tools, read_tools
 from orchestrator.serving.registry import InvalidStackError, UnknownStackError
 from orchestrator.serving.streaming import parse_stream_text
+
+
+class BfclRef(BaseModel):
+    """Which BFCL case an exchange answers (core/bfcl.py): its category and id in the pinned package's data."""
+
+    model_config = ConfigDict(extra="forbid")
+    category: str
+    id: str
 
 
 class Exchange(BaseModel):
@@ -39,7 +53,7 @@ class Exchange(BaseModel):
     id: Any
     stack: str
     mode: ToolsMode
-    tools: list[Any]
+    tools: list[Any] | None = None  # required, except on a BFCL exchange (its case's tools, as a run sends them)
     http_status: int | None
     body: Any = None
     error: TransportError | None = None
@@ -48,6 +62,7 @@ class Exchange(BaseModel):
     tool_choice: ToolChoice = "auto"
     named_tool: str | None = None
     parallel_tool_calls: bool | None = None
+    bfcl: BfclRef | None = None  # a BFCL case: the line gains BFCL's verdict (as served, as said)
 
 
 _CLASSIFY_FIELDS = {
@@ -85,7 +100,12 @@ def _row(exchanges: Path, number: int, exchange: Exchange, stacks: RunAssets) ->
         check_call_format(exchange.call_format)
     except ValueError as exc:
         raise InputError(f"{exchanges}:{number}: field 'call_format': {exc}") from exc
-    problems = tool_schema_problems(exchange.tools)
+    case = _bfcl_case(exchanges, number, exchange.bfcl)
+    if exchange.tools is None and case is None:
+        raise InputError(f"{exchanges}:{number}: field 'tools': required (only a `bfcl` exchange may leave it out)")
+    offered = exchange.tools if exchange.tools is not None else case_tools(case, exchange.mode)  # type: ignore[arg-type]
+    tools = read_tools(case, offered) if case is not None and exchange.tools is None else offered
+    problems = tool_schema_problems(tools)
     if problems:  # configuration, not model output: every call to the tool would read as hallucinated
         raise InputError(f"{exchanges}:{number}: field 'tools': {problems[0]}")
     semantics = RequestSemantics(
@@ -96,7 +116,7 @@ def _row(exchanges: Path, number: int, exchange: Exchange, stacks: RunAssets) ->
     verdict = label_turn(
         **spec.signatures(),
         mode=exchange.mode,
-        tools=exchange.tools,
+        tools=tools,
         http_status=exchange.http_status,
         body=exchange.body,
         transport_error=exchange.error,
@@ -104,8 +124,27 @@ def _row(exchanges: Path, number: int, exchange: Exchange, stacks: RunAssets) ->
         stream=_stream_of(exchange, spec.api),
         semantics=semantics,
     )
+    row = {"id": exchange.id, **verdict.model_dump(mode="json", include=_CLASSIFY_FIELDS)}
+    if case is not None:  # by the code a run uses (runner/suites/bfclcheck.py)
+        judged = turn_verdict(case, verdict.outcome, verdict.calls, verdict.text_calls)
+        row |= {"bfcl_valid": judged.valid, "bfcl_valid_as_said": judged.valid_as_said}
+        row["bfcl_error_type"] = judged.error_type
     # An id or stream fact may hold a lone surrogate or nest deep: the row is written as UTF-8 all the same.
-    return json_safe({"id": exchange.id, **verdict.model_dump(mode="json", include=_CLASSIFY_FIELDS)})
+    return json_safe(row)
+
+
+def _bfcl_case(exchanges: Path, number: int, ref: BfclRef | None) -> BfclCase | None:
+    """The case a `bfcl` exchange names, from the pinned package; an unknown category or id: one error."""
+    if ref is None:
+        return None
+    try:
+        check_categories([ref.category])
+        cases = {case.id: case for case in package_cases(ref.category)}
+    except (SuiteError, BfclUnavailable) as exc:
+        raise InputError(f"{exchanges}:{number}: field 'bfcl.category': {exc}") from exc
+    if ref.id not in cases:
+        raise InputError(f"{exchanges}:{number}: field 'bfcl.id': BFCL {ref.category} has no case {ref.id[:80]!r}")
+    return cases[ref.id]
 
 
 @app.command("classify")
@@ -125,4 +164,3 @@ def classify_command(
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
     except InputError as exc:
         fail(safe_text(str(exc)))  # the message may quote a lone surrogate from the file
-

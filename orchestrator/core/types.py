@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # `without` and `sample` (absent: an agent-loop cell); turn records' `stream` (False), `stream_ref`,
 # `stream_facts`, `tool_choice`, `parallel_tool_calls`, `constraint_honoured` (None); cells' `stream`,
 # `tool_choice`, `parallel_tool_calls` (absent: not streamed, nothing asked).
-# 3: turn records' `bfcl` (a BFCL case's verdict; absent before: null) and cells' `category` (absent: null).
+# 3: turn records' `category` and `bfcl` (a BFCL case's cell axis and verdict; absent: null) and cells'
+# `category` (absent: null).
 SCHEMA_VERSION = 3
 KNOWN_SCHEMA_VERSIONS: frozenset[int] = frozenset({1, 2, 3})
 
@@ -188,7 +189,7 @@ class BfclVerdict(BaseModel):
     """BFCL's verdict on one turn of a BFCL case (core/bfcl.py): `valid` on the calls the serving path
     delivered, `valid_as_said` on the calls the model wrote; both null on a turn without model output."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)  # "yes" is no verdict
 
     category: str
     id: str
@@ -274,4 +275,5 @@ class TurnRecord(BaseModel):
     final_answer: str | None = Field(
         None, description="Product channel: the answer the product gave (on the last turn)."
     )
+    category: str | None = Field(None, description="A BFCL cell: its category (the cell axis; None elsewhere).")
     bfcl: BfclVerdict | None = Field(None, description="A BFCL case: BFCL's checker's verdict on this turn.")

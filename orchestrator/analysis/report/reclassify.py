@@ -3,20 +3,24 @@ events in the run's side files) with the one labeller, so a run's outcomes can b
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.bfcl import BfclCase
 from orchestrator.core.classify import AUTO_FORMAT
 from orchestrator.core.constraints import request_semantics
 from orchestrator.core.labelling import StreamInput, label_turn
 from orchestrator.core.replyfacts import CACHE_NOT_CLEARED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG, PROMPT_TRUNCATED_FLAG
 from orchestrator.core.streams import StreamEvent
-from orchestrator.core.types import TransportError
+from orchestrator.core.types import Classification, TransportError
 from orchestrator.runner.run.provenance import run_stacks
 from orchestrator.runner.store.runstore import RunStore, turn_key
 from orchestrator.runner.store.storedamage import Damage
 from orchestrator.runner.store.streamstore import StreamRef, read_streams, stream_of
+from orchestrator.runner.suites.bfclcases import snapshot_cases
+from orchestrator.runner.suites.bfclcheck import turn_verdict
+from orchestrator.runner.turn.bfclturn import case_tools, read_tools
 from orchestrator.serving.stackspec import StackSpec
 
 # Flags the runner sets (the rest are read from the answer, so --reclassify recomputes them): the cache family
@@ -44,12 +48,15 @@ def reclassify(
     cells: dict[str, dict[str, Any]],
     stacks: Callable[[str], StackSpec],
     streams: Streams | None = None,
+    bfcl_cases: Mapping[str, BfclCase] | None = None,
 ) -> list[dict[str, Any]]:
     """Recompute outcome/detail/calls/flags and the text call facts (call_format, text_calls,
     text_call_recoverable) of every stored turn from its raw answer, with the signatures of `stacks` (a run's
     own snapshot of its stack definitions, where it kept one) and the cell's recorded call_format (auto for a
     cell recorded before it had one). A streamed turn is re-assembled from its raw events (`streams`: the
-    run's side files by reference: `stream_of`), and constraint compliance is recomputed from the cell's semantics."""
+    run's side files by reference: `stream_of`), and constraint compliance is recomputed from the cell's semantics.
+    A BFCL case's turn (`bfcl_cases`: the run's snapshot, by id) is read against the case's own tools, as the run
+    offered them, and its BFCL verdict is recomputed by BFCL's checker."""
     retried = _retried_attempts(turns)
     streams = streams or {}
     out = []
@@ -66,7 +73,10 @@ def reclassify(
         stream = stream_input(stored) if stored is not None else None
         cell = cells.get(turn["cell_id"], {})
         suite = turn.get("suite") or (cell.get("suites") or [None])[0]
-        tools = (cell.get("tools") or {}).get(suite, [])
+        case = _bfcl_case(turn, cell, bfcl_cases)
+        tools = (
+            read_tools(case, case_tools(case, turn["tools_mode"])) if case else (cell.get("tools") or {}).get(suite, [])
+        )
         error = turn.get("error") or {}
         transport = None
         if turn.get("http_status") is None and error.get("type") not in (None, "no_reply"):
@@ -95,9 +105,33 @@ def reclassify(
                 "finish_reason": verdict.finish_reason,
                 "flags": [*verdict.flags, *_runner_flags(turn)],
                 "constraint_honoured": verdict.constraint_honoured,
+                **({"bfcl": _bfcl_verdict(case, verdict)} if case else {}),
             }
         )
     return out
+
+
+def _bfcl_case(turn: dict[str, Any], cell: dict[str, Any], cases: Mapping[str, BfclCase] | None) -> BfclCase | None:
+    """The BFCL case a turn of a BFCL cell answers (None for other cells); a case the snapshot lacks: an error."""
+    if not cell.get("category"):
+        return None
+    case = (cases or {}).get(str(turn.get("seed")))
+    if case is None or case.category != cell["category"]:
+        raise ValueError(f"cell {turn['cell_id']}: case {turn.get('seed')!r} is not in the run's BFCL snapshot")
+    return case
+
+
+def _bfcl_verdict(case: BfclCase, verdict: Classification) -> dict[str, Any]:
+    return turn_verdict(case, verdict.outcome, verdict.calls, verdict.text_calls).model_dump(mode="json")
+
+
+def run_bfcl_cases(store: RunStore, cells: dict[str, dict[str, Any]]) -> dict[str, BfclCase] | None:
+    """The run's BFCL cases from its snapshot (sha256-checked: a tampered file is refused, named); None when the
+    run has no BFCL cell."""
+    if not any(cell.get("category") for cell in cells.values()):
+        return None
+    provenance = store.manifest().get("provenance") or {}
+    return {case.id: case for case in snapshot_cases(store.dir, provenance if isinstance(provenance, dict) else {})}
 
 
 def reclassify_run(
@@ -106,7 +140,7 @@ def reclassify_run(
     """`reclassify` with the run's own stack snapshot and side files; a turn whose stream_ref names a line that
     is another attempt's is noted as the store's damage (report/DAMAGE.md), its recorded verdict kept."""
     streams = read_streams(store.dir)
-    again = reclassify(turns, cells, run_stacks(store), streams)
+    again = reclassify(turns, cells, run_stacks(store), streams, run_bfcl_cases(store, cells))
     for turn in again:
         if EVENTS_DAMAGED_FLAG in turn["flags"]:
             store.note(_stream_damage(store.dir, turn, stream_of(turn, streams)[1]))

@@ -263,14 +263,14 @@ class Matrix(_Strict):
         )
         for task in self.tasks:
             suite = task.resolved_suite
-            if self.channels and not suite.scored:
-                raise ValueError(
-                    f"tasks: suite {task.suite!r} declares no `expect` on its cases: it cannot run in the channels"
-                )
             if suite.benchmark is not None:
                 if self.channels:
                     raise ValueError(f"tasks: {task.suite} is scored by its own checker: run it without channels")
                 continue
+            if self.channels and not suite.scored:
+                raise ValueError(
+                    f"tasks: suite {task.suite!r} declares no `expect` on its cases: it cannot run in the channels"
+                )
             if not self.channels and suite.submit_tool is None:
                 raise ValueError(
                     f"tasks: suite {task.suite!r} has no submit tool: run it with `channels: [model, product]`"

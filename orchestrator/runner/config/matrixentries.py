@@ -19,11 +19,15 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     PrivateAttr,
+    TypeAdapter,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from orchestrator.core.bfcl import BFCL_SUITE
 from orchestrator.core.classify import AUTO_FORMAT, check_call_format
@@ -274,10 +278,24 @@ class ModelEntry(_Strict):
         return (source.call_format if source else None) or self.call_format
 
 
+_STRICT_COUNT: TypeAdapter[int] = TypeAdapter(Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)])
+
+
+def _case_count(value: Any) -> int | str | None:
+    """A strict count, or `all` (bfcl): one error in the strict count's own words, not one per union member."""
+    if value is None or value == "all":
+        return value  # type: ignore[no-any-return]
+    try:
+        return _STRICT_COUNT.validate_python(value)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise PydanticCustomError(error["type"], error["msg"]) from None
+
+
 class TaskEntry(_Strict):
     suite: str
     seeds: list[str] | None = Field(None, description="Seed ids; default: the first `count` seeds.")
-    count: Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)] | Literal["all"] | None = Field(
+    count: Annotated[int | Literal["all"] | None, PlainValidator(_case_count)] = Field(
         None, description="Seeds to run (the first N); bfcl: cases per category, `all` for every case."
     )
     categories: list[str] | None = Field(None, description="bfcl only: the BFCL categories to run (one cell each).")

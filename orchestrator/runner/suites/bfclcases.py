@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ def _lines(path: Path) -> Iterable[dict[str, Any]]:
                     raise SuiteError(f"{path}:{number}: not JSON: {exc}") from None
 
 
-def package_cases(category: str) -> list[BfclCase]:
+@cache
+def package_cases(category: str) -> tuple[BfclCase, ...]:
     """Every case of one category in the package, with its possible answer."""
     answers = (
         {}
@@ -62,7 +64,7 @@ def package_cases(category: str) -> list[BfclCase]:
                 ground_truth=answers.get(row["id"]) if answers else None,
             )
         )
-    return cases
+    return tuple(cases)
 
 
 def select(cases: Iterable[BfclCase], count: int | str | None) -> list[BfclCase]:

@@ -83,7 +83,7 @@ def with_verdicts(case: BfclCase, record: Record) -> Record:
 
     def judged(turn: TurnRecord) -> None:
         verdict = turn_verdict(case, turn.outcome, turn.calls, turn.text_calls)
-        record(turn.model_copy(update={"bfcl": verdict}))
+        record(turn.model_copy(update={"category": case.category, "bfcl": verdict}))
 
     return judged
 
@@ -104,7 +104,8 @@ def run_bfcl_case(ctx: SeedContext, record: Record, heartbeat: Callable[[str], N
             return finish_seed(judged, template_failure(ctx, 0, exc), SeedEnd.TEMPLATE_ERROR)
         last, _verdict, end = answer_turn(ctx, client, request, payload_for(ctx, request), 0, heartbeat, judged, cache)
     final = finish_seed(judged, last, end if end in UNRAN_SEED_ENDS else SeedEnd.FIRST_ANSWER)
-    return final.model_copy(update={"bfcl": turn_verdict(case, final.outcome, final.calls, final.text_calls)})
+    verdict = turn_verdict(case, final.outcome, final.calls, final.text_calls)
+    return final.model_copy(update={"category": case.category, "bfcl": verdict})
 
 
 def seed_tools(suite: Suite, seed_id: str, mode: ToolsMode) -> dict[str, Any]:
