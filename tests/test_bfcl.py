@@ -28,6 +28,7 @@ from orchestrator.serving.registry import load_stack
 from tests.cliinprocess import orchestrate
 
 OMIT = object()
+QWEN = "qwen2.5-coder-0.5b-instruct"
 LLAMACPP = load_stack("llamacpp")
 
 
@@ -87,15 +88,27 @@ def _case(category: str, case_id: str) -> Any:
     return next(case for case in package_cases(category) if case.id == case_id)
 
 
+def _args(**changes: Any) -> Any:
+    """A perturbation: the first call's arguments with `changes` (a value of None: the argument left out)."""
+
+    def perturb(calls: list[ParsedCall]) -> list[ParsedCall]:
+        arguments = {**calls[0].arguments, **changes}
+        arguments = {key: value for key, value in arguments.items() if value is not None}
+        return [calls[0].model_copy(update={"arguments": arguments}), *calls[1:]]
+
+    return perturb
+
+
 @pytest.mark.parametrize(
     ("category", "case_id", "perturb", "error_type"),
     [
-        ("simple_python", "simple_python_0", lambda c: [c[0].model_copy(update={"arguments": {**c[0].arguments, "base": 11}})], "value_error:others"),
-        ("simple_python", "simple_python_0", lambda c: [c[0].model_copy(update={"arguments": {"base": 10}})], "simple_function_checker:missing_required"),
-        ("simple_python", "simple_python_0", lambda c: [c[0].model_copy(update={"name": "triangle_area"})], "simple_function_checker:wrong_func_name"),
-        ("simple_python", "simple_python_0", lambda c: [c[0].model_copy(update={"arguments": {**c[0].arguments, "color": "red"}})], "simple_function_checker:unexpected_param"),
+        ("simple_python", "simple_python_0", _args(base=11), "value_error:others"),
+        ("simple_python", "simple_python_0", _args(height=None), "simple_function_checker:missing_required"),
+        ("simple_python", "simple_python_0", lambda c: [c[0].model_copy(update={"name": "triangle_area"})],
+         "simple_function_checker:wrong_func_name"),
+        ("simple_python", "simple_python_0", _args(color="red"), "simple_function_checker:unexpected_param"),
         ("simple_python", "simple_python_0", lambda c: c + c, "simple_function_checker:wrong_count"),
-        ("simple_python", "simple_python_0", lambda c: [c[0].model_copy(update={"arguments": {**c[0].arguments, "base": "10"}})], "type_error:simple"),
+        ("simple_python", "simple_python_0", _args(base="10"), "type_error:simple"),
         ("multiple", "multiple_0", lambda c: c + c, "multiple_function_checker:wrong_count"),
         ("parallel", "parallel_0", lambda c: c + c[:1], "parallel_function_checker_no_order:wrong_count"),
         ("parallel", "parallel_0", lambda c: c[:1] + c[:1], "parallel_function_checker_no_order:cannot_find_match"),
@@ -125,7 +138,7 @@ def _bfcl_source_function(relative: str, name: str, namespace: dict[str, Any], c
     if cls is not None:
         body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == cls).body
     node = next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
-    exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+    exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), namespace)
     return namespace[name]
 
 
@@ -164,10 +177,13 @@ def test_a_refused_irrelevance_request_has_no_verdict_here_and_is_a_pass_in_bfcl
     assert (with_refusal["n_verdict"][0], with_refusal["n_no_verdict"][0]) == (2, 1)
 
 
-def _turn(seed: str, valid: bool | None, said: bool | None, outcome: str = "valid_call", category: str = "irrelevance") -> dict[str, Any]:  # noqa: E501
+def _turn(
+    seed: str, valid: bool | None, said: bool | None, outcome: str = "valid_call", category: str = "irrelevance"
+) -> dict[str, Any]:
     verdict = {"category": category, "id": seed, "valid": valid, "valid_as_said": said,
                "error_type": None if valid in (True, None) else "x"}  # fmt: skip
-    return {"cell_id": "c", "seed": seed, "turn": 0, "attempt": 0, "seed_attempt": 0, "outcome": outcome, "bfcl": verdict}
+    return {"cell_id": "c", "seed": seed, "turn": 0, "attempt": 0, "seed_attempt": 0, "outcome": outcome,
+            "bfcl": verdict}  # fmt: skip
 
 
 def test_cell_figures_pair_served_and_said_per_case_and_subscores_follow_bfcls_weights() -> None:
@@ -291,10 +307,13 @@ def test_classify_labels_bfcl_exchanges_and_refuses_an_unknown_case(tmp_path: Pa
     out = [json.loads(line) for line in done.stdout.splitlines()]
     assert [(r.get("bfcl_valid"), r.get("bfcl_valid_as_said")) for r in out[:2]] == [(True, True), (None, None)]
     assert not any(key.startswith("bfcl") for key in out[2])
-    for ref, field in (({"category": "simple_java", "id": "x"}, "bfcl.category"), ({"category": "multiple", "id": "nope"}, "bfcl.id")):
-        path.write_text(json.dumps({"id": 9, "stack": "llamacpp", "mode": "native", "http_status": 200, "bfcl": ref}) + "\n")
+    unknown = [({"category": "simple_java", "id": "x"}, "bfcl.category")]
+    unknown.append(({"category": "multiple", "id": "n"}, "bfcl.id"))
+    for ref, field in unknown:
+        line = {"id": 9, "stack": "llamacpp", "mode": "native", "http_status": 200, "bfcl": ref}
+        path.write_text(json.dumps(line) + "\n")
         done = orchestrate("classify", str(path))
-        assert done.returncode == 2 and f"x.jsonl:1: field '{field}'" in done.stderr, done.stderr  # noqa: E501
+        assert done.returncode == 2 and f"x.jsonl:1: field '{field}'" in done.stderr, done.stderr
     path.write_text(json.dumps({"id": 9, "stack": "llamacpp", "mode": "native", "http_status": 200}) + "\n")
     assert "field 'tools': required" in orchestrate("classify", str(path)).stderr
 
@@ -303,7 +322,7 @@ def _matrix(**tasks: Any) -> dict[str, Any]:
     return {
         "name": "b",
         "stacks": [{"stack": "llamacpp", "tool_config": "jinja", "launcher": "process"}],
-        "models": [{"name": "qwen2.5-coder-0.5b-instruct", "sources": {"llamacpp": {"asset": "qwen2.5-coder-0.5b-instruct"}}}],
+        "models": [{"name": QWEN, "sources": {"llamacpp": {"asset": QWEN}}}],
         "modes": ["native"],
         "tasks": [{"suite": "bfcl", "categories": ["simple_python", "irrelevance"], "count": 3, **tasks}],
     }  # fmt: skip
