@@ -6,6 +6,7 @@ a fixed order and stop at the first cause found (SPEC §8, extended by the prove
 1. refused      - the server refused most of the cell's requests (4xx or a refusal signature);
 2. no_response  - most requests got no usable answer (timeouts, 5xx, retries exhausted), or it never started;
 3. no_parser    - the mode sends `tools=` and the stack config has no tool-call parser (flags);
+   A BFCL cell is low by BFCL's accuracy as served (analysis/triage/triagebfcl.py).
 4. parser_loss  - in a mode the stack parses, most failed turns hold a call the stack did not parse
                   (`text_call_recoverable`, or the stack's parser rejected the output), with the raw-template
                   cell beside it (same template, harness-rendered, reference parser) where the run has one;
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.analysis.report.report import load_run, long_table
+from orchestrator.analysis.triage.triagebfcl import bfcl_mean, bfcl_parser_loss
 from orchestrator.analysis.triage.triagepeers import (
     agreement,
     canary_for,
@@ -100,6 +102,8 @@ class CellFacts:
 
     @property
     def mean(self) -> float | None:
+        if self.config.get("category"):  # a BFCL cell: BFCL's accuracy as served
+            return bfcl_mean(self.config["cell_id"], self.turns)
         value = self.row.get("per_seed_mean")
         return None if value is None or value != value else float(value)  # NaN (undefined) -> None
 
@@ -172,6 +176,8 @@ def _no_parser(facts: CellFacts) -> dict[str, Any] | None:
 
 
 def _parser_loss(facts: CellFacts, raw: CellFacts | None) -> dict[str, Any] | None:
+    if facts.config.get("category"):  # BFCL: failed cases whose written calls BFCL's checker passes
+        return bfcl_parser_loss(facts.config["cell_id"], facts.turns, MAJORITY)
     if mode_of(facts.config["tools_mode"]).parse_path != "server":
         return None
     eligible = [t for t in facts.turns if t["outcome"] not in INELIGIBLE]
@@ -326,8 +332,9 @@ def triage_cell(facts: CellFacts, everything: dict[str, CellFacts]) -> CellTriag
         model=config["model"],
         tools_mode=config["tools_mode"],
         per_seed_mean=facts.mean,
-        ci_low=row.get("ci_low"),
-        ci_high=row.get("ci_high"),
+        # A BFCL cell's figure is BFCL's accuracy (its interval is in the report's bfcl_cells): never a fidelity CI.
+        ci_low=None if config.get("category") else row.get("ci_low"),
+        ci_high=None if config.get("category") else row.get("ci_high"),
         n_seeds=int(row.get("n_seeds") or 0),
     )
     peers, raw = _peers(facts, everything), _raw_template_cell(facts, everything)

@@ -25,6 +25,12 @@ def summary(verdict: str, evidence: dict[str, Any]) -> str:
     if verdict == "no_parser":
         in_text = evidence["n_turns_with_call_in_text"]
         return f"tools sent, flags {evidence['tool_flags']} wire no parser; {in_text} turns hold a call in text"
+    if verdict == "parser_loss" and "bfcl" in evidence:
+        bfcl = evidence["bfcl"]
+        return (
+            f"{evidence['n_parse_lost']}/{evidence['n_failed_turns']} failed BFCL {bfcl['category']} cases pass as the "
+            f"model said them: {100 * bfcl['served']:.0f}% served, {100 * bfcl['as_said']:.0f}% as said"
+        )
     if verdict == "parser_loss":
         raw = evidence.get("raw_template")
         beside = f"; raw-template (same weights, reference parser) {_pct(raw)}" if raw else ""
