@@ -129,6 +129,7 @@ def test_a_record_written_by_the_store_survives_load_run(run: Path) -> None:
     turns = notebook_run(run).turns
     [row] = turns[(turns["seed"] == SEED) & (turns["attempt"] == 1)].to_dict("records")
     plain = {"prompt_tokens": 11, "completion_tokens": 7, "flags": "truncated:max_tokens", "counted": True}
+    plain |= {f"bfcl_{key}": written["bfcl"][key] for key in ("valid", "valid_as_said", "error_type")}
     for column in turns.columns:
         expected = plain[column] if column in plain else written[column]
         assert row[column] == expected, column
