@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from orchestrator.core.cell import CellAxes, CellChannel, CellKey, slug
+from orchestrator.core.cell import LATER_AXES, CellAxes, CellChannel, CellKey, slug
 from orchestrator.core.constraints import RequestSemantics, ToolChoice, request_semantics
 from orchestrator.core.gateexpr import GateError, parse_gate
 from orchestrator.core.modes import mode_of
@@ -376,19 +376,6 @@ def cell_key(
     )
 
 
-def cell_id(
-    stack: StackEntry,
-    model: ModelEntry,
-    mode: ToolsMode,
-    channel: CellChannel = "agent",
-    sample: int = 0,
-    without: str | None = None,
-    request: tuple[bool, str, bool | None] = (False, "auto", None),
-    category: str | None = None,
-) -> str:
-    return cell_key(stack, model, mode, channel, sample, without, request, category).cell_id
-
-
 def expand(matrix: Matrix) -> list[ServerPlan]:
     """Servers in matrix order. A stack that loads one model per process gets one server per model;
     a stack that serves many (Ollama, hosted) gets one server for all of them."""
@@ -404,23 +391,10 @@ def expand(matrix: Matrix) -> list[ServerPlan]:
             for model in group:
                 for mode, request, (channel, sample, without) in matrix.cell_specs(stack, model):
                     for category, seeds in groups_of_seeds:
-                        cells.append(
-                            Cell(
-                                cell_id=cell_id(stack, model, mode, channel, sample, without, request, category),
-                                order=position,
-                                stack=stack,
-                                model=model,
-                                mode=mode,
-                                seeds=seeds,
-                                channel=channel,
-                                sample=sample,
-                                without=without,
-                                stream=request[0],
-                                tool_choice=request[1],
-                                parallel_tool_calls=request[2],
-                                category=category,
-                            )
-                        )
+                        key = cell_key(stack, model, mode, channel, sample, without, request, category)
+                        axes = key.model_dump(include=set(LATER_AXES))  # the cell's later axes, as its id names them
+                        place = {"order": position, "stack": stack, "model": model, "mode": mode, "seeds": seeds}
+                        cells.append(Cell(cell_id=key.cell_id, **place, **axes))
                         position += 1
             if cells:
                 server_id = slug(stack.label + ("__" + group[0].name if per_model else ""))
