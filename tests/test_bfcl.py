@@ -162,7 +162,7 @@ def test_a_refused_irrelevance_request_has_no_verdict_here_and_is_a_pass_in_bfcl
     body = {"error": {"code": status, "message": "the server failed", "type": "server_error"}}
     refused = label_turn(**LLAMACPP.signatures(), mode="native", tools=tools, http_status=status, body=body)
     assert refused.outcome in (Outcome.REJECTED_REQUEST, Outcome.NON_RESPONSE)
-    verdict = turn_verdict(case, refused.outcome, refused.calls, refused.text_calls)
+    verdict = turn_verdict(case, "native", refused)
     assert (verdict.valid, verdict.valid_as_said, verdict.error_type) == (None, None, None)
     # BFCL stores the failure as text and its own evaluator scores that text: a pass on irrelevance.
     assert bfcls_relevance_evaluator()(f"Error during inference: {body}", "irrelevance") is True
@@ -242,7 +242,7 @@ def test_a_call_under_either_spelling_is_read_as_that_tool_and_checked_as_bfcl_n
         body = _tool_call_body(name, {"number": 5})
         verdict = label_turn(**LLAMACPP.signatures(), mode="native", tools=tools, http_status=200, body=body)
         assert verdict.outcome is Outcome.VALID_CALL
-        assert turn_verdict(case, verdict.outcome, verdict.calls, verdict.text_calls).valid is True
+        assert turn_verdict(case, "native", verdict).valid is True
 
 
 def _tool_call_body(name: str, arguments: dict[str, Any], content: str | None = None) -> dict[str, Any]:
@@ -258,7 +258,7 @@ def test_a_call_the_stack_lost_in_the_text_is_no_pass_as_served_and_a_pass_as_sa
     body = _tool_call_body("", {}, content=fenced)
     verdict = label_turn(**LLAMACPP.signatures(), mode="native", tools=tools, http_status=200, body=body)
     assert verdict.outcome is Outcome.UNPARSEABLE_TEXT and not verdict.calls and verdict.text_calls
-    judged = turn_verdict(case, verdict.outcome, verdict.calls, verdict.text_calls)
+    judged = turn_verdict(case, "native", verdict)
     assert (judged.valid, judged.valid_as_said, judged.error_type) == (False, True, "ast_decoder:decoder_failed")
 
 
@@ -276,11 +276,11 @@ def test_hostile_calls_are_never_run_only_named_and_judged(tmp_path: Path, monke
         body = _tool_call_body(name, {"file": str(marker), "mode": "w", "source": code, "number": code})
         verdict = label_turn(**LLAMACPP.signatures(), mode="native", tools=tools, http_status=200, body=body)
         assert verdict.outcome is Outcome.HALLUCINATED_CALL
-        judged = turn_verdict(case, verdict.outcome, verdict.calls, verdict.text_calls)
+        judged = turn_verdict(case, "native", verdict)
         assert (judged.valid, judged.error_type) == (False, "simple_function_checker:wrong_func_name")
         text = label_turn(**LLAMACPP.signatures(), mode="text-tools", tools=tools, http_status=200,
                           body=_tool_call_body("", {}, content=f"{name}({code})"))  # fmt: skip
-        assert turn_verdict(case, text.outcome, text.calls, text.text_calls).valid is False
+        assert turn_verdict(case, "text-tools", text).valid is False
         rows.append({"id": name, "stack": "llamacpp", "mode": "native", "http_status": 200, "body": body,
                      "bfcl": {"category": "simple_python", "id": "simple_python_1"}})  # fmt: skip
     exchanges = tmp_path / "hostile.jsonl"

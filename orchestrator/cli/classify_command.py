@@ -126,7 +126,7 @@ def _row(exchanges: Path, number: int, exchange: Exchange, stacks: RunAssets) ->
     )
     row = {"id": exchange.id, **verdict.model_dump(mode="json", include=_CLASSIFY_FIELDS)}
     if case is not None:  # by the code a run uses (runner/suites/bfclcheck.py)
-        judged = turn_verdict(case, verdict.outcome, verdict.calls, verdict.text_calls)
+        judged = turn_verdict(case, exchange.mode, verdict)
         row |= {"bfcl_valid": judged.valid, "bfcl_valid_as_said": judged.valid_as_said}
         row["bfcl_error_type"] = judged.error_type
     # An id or stream fact may hold a lone surrogate or nest deep: the row is written as UTF-8 all the same.

@@ -21,7 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.core.types import INELIGIBLE_OUTCOMES, BfclVerdict, Outcome, ParsedCall
+from orchestrator.core.modes import mode_of
+from orchestrator.core.types import INELIGIBLE_OUTCOMES, BfclVerdict, Outcome, ParsedCall, ToolsMode
 
 __all__ = ["BfclVerdict"]  # defined with the turn record it is part of (core/types.py)
 
@@ -110,6 +111,15 @@ def model_output(calls: Iterable[ParsedCall], names: Mapping[str, str]) -> list[
         {names.get(call.name, call.name): dict(call.arguments) if isinstance(call.arguments, dict) else {}}
         for call in calls
     ]
+
+
+def served_calls(mode: ToolsMode | str, calls: Sequence[ParsedCall], raw_tool_calls: Any) -> list[ParsedCall]:
+    """The calls the serving path delivered: in a mode that sends `tools=` (native, native+hint) only the stack's
+    own `tool_calls` (native+hint's label also reads a call from the text: that one the stack did not deliver);
+    in the other modes the harness's parse is the serving path."""
+    if not mode_of(mode).sends_tools:
+        return list(calls)
+    return list(calls) if raw_tool_calls else []
 
 
 def has_verdict(outcome: Outcome | str) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # The schema of turn records, cell files and manifests. 1: the first version (no field); 2: adds finish_reason,
 # flags, seed_attempt, superseded, prompt_cache, sample and sampling_seed. Readers accept what they know.
@@ -196,6 +196,14 @@ class BfclVerdict(BaseModel):
     valid: bool | None
     valid_as_said: bool | None
     error_type: str | None = Field(None, description="BFCL's error type when `valid` is false; else null.")
+
+    @model_validator(mode="after")
+    def _coherent(self) -> BfclVerdict:
+        if (self.valid is None) != (self.valid_as_said is None):
+            raise ValueError("valid and valid_as_said are both null (no model output) or both judged")
+        if self.error_type is not None and self.valid is not False:
+            raise ValueError("error_type is BFCL's reason for a failed verdict: null unless valid is false")
+        return self
 
 
 class TurnRecord(BaseModel):

@@ -13,7 +13,7 @@ from orchestrator.core.constraints import request_semantics
 from orchestrator.core.labelling import StreamInput, label_turn
 from orchestrator.core.replyfacts import CACHE_NOT_CLEARED_FLAG, PROMPT_COUNT_UNAVAILABLE_FLAG, PROMPT_TRUNCATED_FLAG
 from orchestrator.core.streams import StreamEvent
-from orchestrator.core.types import Classification, TransportError
+from orchestrator.core.types import TransportError
 from orchestrator.runner.run.provenance import run_stacks
 from orchestrator.runner.store.runstore import RunStore, turn_key
 from orchestrator.runner.store.storedamage import Damage
@@ -105,7 +105,7 @@ def reclassify(
                 "finish_reason": verdict.finish_reason,
                 "flags": [*verdict.flags, *_runner_flags(turn)],
                 "constraint_honoured": verdict.constraint_honoured,
-                **({"bfcl": _bfcl_verdict(case, verdict)} if case else {}),
+                **({"bfcl": turn_verdict(case, turn["tools_mode"], verdict).model_dump(mode="json")} if case else {}),
             }
         )
     return out
@@ -119,10 +119,6 @@ def _bfcl_case(turn: dict[str, Any], cell: dict[str, Any], cases: Mapping[str, B
     if case is None or case.category != cell["category"]:
         raise ValueError(f"cell {turn['cell_id']}: case {turn.get('seed')!r} is not in the run's BFCL snapshot")
     return case
-
-
-def _bfcl_verdict(case: BfclCase, verdict: Classification) -> dict[str, Any]:
-    return turn_verdict(case, verdict.outcome, verdict.calls, verdict.text_calls).model_dump(mode="json")
 
 
 def run_bfcl_cases(store: RunStore, cells: dict[str, dict[str, Any]]) -> dict[str, BfclCase] | None:

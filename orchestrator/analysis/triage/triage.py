@@ -103,7 +103,7 @@ class CellFacts:
     @property
     def mean(self) -> float | None:
         if self.config.get("category"):  # a BFCL cell: BFCL's accuracy as served
-            return bfcl_mean(self.config["cell_id"], self.turns)
+            return bfcl_mean(self.config, self.turns)
         value = self.row.get("per_seed_mean")
         return None if value is None or value != value else float(value)  # NaN (undefined) -> None
 
@@ -177,7 +177,7 @@ def _no_parser(facts: CellFacts) -> dict[str, Any] | None:
 
 def _parser_loss(facts: CellFacts, raw: CellFacts | None) -> dict[str, Any] | None:
     if facts.config.get("category"):  # BFCL: failed cases whose written calls BFCL's checker passes
-        return bfcl_parser_loss(facts.config["cell_id"], facts.turns, MAJORITY)
+        return bfcl_parser_loss(facts.config, facts.turns, MAJORITY)
     if mode_of(facts.config["tools_mode"]).parse_path != "server":
         return None
     eligible = [t for t in facts.turns if t["outcome"] not in INELIGIBLE]
@@ -269,7 +269,7 @@ def _prompt_causes(facts: CellFacts, peers: list[CellFacts]) -> tuple[str, dict[
 
 
 def _peers(facts: CellFacts, everything: dict[str, CellFacts]) -> list[CellFacts]:
-    """Same weights (model), same mode, another stack config."""
+    """Same weights (model), same mode, another stack config (a BFCL cell: the same category)."""
     config = facts.config
     return [
         other
@@ -277,6 +277,7 @@ def _peers(facts: CellFacts, everything: dict[str, CellFacts]) -> list[CellFacts
         if other.config["model"] == config["model"]
         and other.config["tools_mode"] == config["tools_mode"]
         and other.config["stack_label"] != config["stack_label"]
+        and other.config.get("category") == config.get("category")  # BFCL: the same cases, the same metric
     ]
 
 
@@ -289,6 +290,7 @@ def _raw_template_cell(facts: CellFacts, everything: dict[str, CellFacts]) -> Ce
         if other.config["tools_mode"] == "raw-template"
         and other.config["stack"] == config["stack"]
         and other.config["model"] == config["model"]
+        and other.config.get("category") == config.get("category")
     ]
     # The same stack config first (same launch, same template in force), then any of the stack's.
     candidates.sort(key=lambda other: other.config["stack_label"] != config["stack_label"])

@@ -10,20 +10,21 @@ from orchestrator.analysis.report.bfclreport import case_verdicts
 from orchestrator.core.types import BfclVerdict
 
 
-def judged(cell_id: str, turns: list[dict[str, Any]]) -> list[BfclVerdict]:
+def judged(config: dict[str, Any], turns: list[dict[str, Any]]) -> list[BfclVerdict]:
     """The cases of the cell with a verdict (those the stack refused or never answered have none)."""
-    return [verdict for verdict in case_verdicts(cell_id, turns) if verdict.valid is not None]
+    verdicts = case_verdicts(config["cell_id"], turns, config["category"])
+    return [verdict for verdict in verdicts if verdict.valid is not None]
 
 
-def bfcl_mean(cell_id: str, turns: list[dict[str, Any]]) -> float | None:
+def bfcl_mean(config: dict[str, Any], turns: list[dict[str, Any]]) -> float | None:
     """BFCL's accuracy as served over the cases with a verdict (None: no case has one)."""
-    verdicts = judged(cell_id, turns)
+    verdicts = judged(config, turns)
     return sum(bool(v.valid) for v in verdicts) / len(verdicts) if verdicts else None
 
 
-def bfcl_parser_loss(cell_id: str, turns: list[dict[str, Any]], majority: float) -> dict[str, Any] | None:
+def bfcl_parser_loss(config: dict[str, Any], turns: list[dict[str, Any]], majority: float) -> dict[str, Any] | None:
     """Evidence of parser loss when most failed cases pass as said; None otherwise."""
-    verdicts = judged(cell_id, turns)
+    verdicts = judged(config, turns)
     failed = [v for v in verdicts if not v.valid]
     lost = [v for v in failed if v.valid_as_said]
     if not failed or len(lost) / len(failed) < majority:

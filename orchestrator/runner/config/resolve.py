@@ -96,6 +96,7 @@ class RunAssets:
         self._suites: dict[str, Suite] = {}
         self._suite_bytes: dict[str, bytes] = {}
         self._bfcl: tuple[list[BfclCase], bytes] | None = None  # the run's BFCL cases and their snapshot bytes
+        self._bfcl_key: tuple[tuple[str, ...], int | str | None] | None = None  # the selection they answer
         self._lock = threading.RLock()  # seeds of one cell resolve concurrently (runner/sweep/seedpool.py)
 
     def __eq__(self, other: object) -> bool:  # what was resolved, not where from (two validations agree)
@@ -159,6 +160,8 @@ class RunAssets:
         run, from the run's own snapshot (sha256-checked against its manifest) for a recorded one."""
         check_categories(categories)
         with self._lock:
+            if self._bfcl_key not in (None, (categories, count)):  # one BFCL selection per run (one task entry)
+                raise SuiteError(f"bfcl: resolved for {self._bfcl_key} already, not for {(categories, count)}")
             if BFCL_SUITE not in self._suites:
                 source = snapshot_cases(self.run_dir, self.recorded) if self.run_dir is not None else None
                 cases = [
@@ -173,7 +176,7 @@ class RunAssets:
                 ]
                 if not cases:
                     raise SuiteError(f"bfcl: categories {list(categories)} select no case")
-                self._bfcl = (cases, snapshot_bytes(cases))
+                self._bfcl, self._bfcl_key = (cases, snapshot_bytes(cases)), (categories, count)
                 self._suites[BFCL_SUITE] = bfcl_suite(cases)
             return self._suites[BFCL_SUITE]
 

@@ -21,11 +21,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.core.bfcl import BFCL_SUITE, CATEGORIES, RELEVANCE_CATEGORIES, UNPASSABLE, BfclCase, selection_key
-from orchestrator.core.bfcl import IRRELEVANCE_CATEGORIES as NO_ANSWER_FILE
+from orchestrator.core.bfcl import (
+    BFCL_SUITE,
+    CATEGORIES,
+    IRRELEVANCE_CATEGORIES,
+    RELEVANCE_CATEGORIES,
+    UNPASSABLE,
+    BfclCase,
+    selection_key,
+)
 from orchestrator.runner.suites.bfclpackage import BFCL_VERSION, answer_file, data_file, package_dir, sha256_of
 from orchestrator.runner.suites.tasks import Seed, Suite, SuiteError
 
+NO_ANSWER_FILE = (*IRRELEVANCE_CATEGORIES, *RELEVANCE_CATEGORIES)  # BFCL's evaluator rule scores them: no answers
 SNAPSHOT_DIR = "bfcl"
 SNAPSHOT_FILE = "cases.jsonl"
 PROVENANCE_KEY = "bfcl"  # manifest provenance.bfcl: {version, data: {file: sha256}, snapshot: {file: sha256}}
@@ -46,9 +54,7 @@ def _lines(path: Path) -> Iterable[dict[str, Any]]:
 def package_cases(category: str) -> tuple[BfclCase, ...]:
     """Every case of one category in the package, with its possible answer."""
     answers = (
-        {}
-        if category in NO_ANSWER_FILE or category in RELEVANCE_CATEGORIES
-        else {row["id"]: row["ground_truth"] for row in _lines(answer_file(category))}
+        {} if category in NO_ANSWER_FILE else {row["id"]: row["ground_truth"] for row in _lines(answer_file(category))}
     )
     cases = []
     for row in _lines(data_file(category)):
@@ -78,7 +84,7 @@ def package_digests(categories: Iterable[str]) -> dict[str, str]:
     digests = {}
     for category in categories:
         files = [data_file(category)]
-        if category not in NO_ANSWER_FILE and category not in RELEVANCE_CATEGORIES:
+        if category not in NO_ANSWER_FILE:
             files.append(answer_file(category))
         for path in files:
             digests[str(path.relative_to(package_dir() / "data"))] = sha256_of(path)
@@ -122,7 +128,9 @@ def provenance_record(cases: list[BfclCase], snapshot: bytes) -> dict[str, Any]:
 def snapshot_cases(run_dir: Path, recorded: Mapping[str, Any]) -> list[BfclCase]:
     """A recorded run's cases, from its snapshot, checked against the sha256 its manifest recorded."""
     path = run_dir / SNAPSHOT_DIR / SNAPSHOT_FILE
-    expected = ((recorded.get(PROVENANCE_KEY) or {}).get("snapshot") or {}).get(SNAPSHOT_FILE)
+    record = recorded.get(PROVENANCE_KEY)
+    snapshot = record.get("snapshot") if isinstance(record, dict) else None
+    expected = snapshot.get(SNAPSHOT_FILE) if isinstance(snapshot, dict) else None
     try:
         raw = path.read_bytes()
     except OSError as exc:

@@ -19,8 +19,9 @@ from orchestrator.core.bfcl import (
     model_output,
     original_names,
     relevance_verdict,
+    served_calls,
 )
-from orchestrator.core.types import Outcome, ParsedCall
+from orchestrator.core.types import Classification, ParsedCall, ToolsMode, TurnRecord
 from orchestrator.runner.suites.bfclpackage import CHECKER_MODEL, checker_module, python_language
 
 CHECKER_RAISED = "toolcall_matrix:checker_raised"  # BFCL's checker raised on these calls: a failure, named
@@ -33,31 +34,26 @@ def check_calls(case: BfclCase, calls: Sequence[ParsedCall]) -> tuple[bool, str 
     if not calls:  # BFCL's evaluator: the answer does not decode to a call
         return False, DECODER_FAILED
     shaped = model_output(calls, original_names(case.function))
+    checker, language = checker_module(), python_language()  # a missing install is an error, never a verdict
     try:
-        result = checker_module().ast_checker(
-            copy.deepcopy(case.function),
-            shaped,
-            copy.deepcopy(case.ground_truth),
-            python_language(),
-            case.category,
-            CHECKER_MODEL,
-        )
+        function, answer = copy.deepcopy(case.function), copy.deepcopy(case.ground_truth)
+        result = checker.ast_checker(function, shaped, answer, language, case.category, CHECKER_MODEL)
     except Exception as exc:  # model-written values the checker cannot compare: the answer fails, said so
         return False, f"{CHECKER_RAISED}:{type(exc).__name__}"
     valid = bool(result.get("valid"))
     return valid, None if valid else str(result.get("error_type"))  # a valid result can carry a stale type
 
 
-def turn_verdict(
-    case: BfclCase, outcome: Outcome | str, calls: Sequence[ParsedCall], text_calls: Sequence[ParsedCall]
-) -> BfclVerdict:
-    """The turn's verdict as served (`calls`: what the serving path delivered) and as said (the served calls,
-    or, where none were delivered, those the recognisers read in the text)."""
-    if not has_verdict(outcome):
+def turn_verdict(case: BfclCase, mode: ToolsMode | str, record: TurnRecord | Classification) -> BfclVerdict:
+    """The turn's verdict as served (the calls the serving path delivered: core/bfcl.py `served_calls`) and as
+    said (those, or, where none were delivered, the calls the recognisers read in the text). A turn without
+    model output gets none."""
+    if not has_verdict(record.outcome):
         return BfclVerdict(category=case.category, id=case.id, valid=None, valid_as_said=None)
-    valid, error_type = check_calls(case, calls)
-    said = list(calls) or list(text_calls)
-    valid_as_said = valid if said == list(calls) else check_calls(case, said)[0]
+    served = served_calls(mode, record.calls, record.raw_tool_calls)
+    valid, error_type = check_calls(case, served)
+    said = served or list(record.text_calls)
+    valid_as_said = valid if said == served else check_calls(case, said)[0]
     return BfclVerdict(
         category=case.category, id=case.id, valid=valid, valid_as_said=valid_as_said, error_type=error_type
     )

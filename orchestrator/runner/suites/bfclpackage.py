@@ -38,6 +38,7 @@ BFCL_DATA_PREFIX = "BFCL_v4_"
 # The stand-in model the checker is called under: its name holds no `_` (the checker reads `_` as `/`).
 CHECKER_MODEL = "toolcall-matrix"
 BFCL_HOME_ENV = "TOOLCALL_MATRIX_BFCL"
+CHECKER_MODULE = "bfcl_eval.eval_checker.ast_eval.ast_checker"  # its `ast_checker` judges every AST case
 _IMPORT_LOCK = threading.Lock()
 
 
@@ -109,10 +110,16 @@ def checker_module() -> types.ModuleType:
     with _IMPORT_LOCK:
         if home not in sys.path:
             sys.path.append(home)  # last: nothing of the project's own environment is shadowed
-        sys.modules.setdefault("bfcl_eval.constants.model_config", _stand_in_model_config())
+        stand_in = sys.modules.setdefault("bfcl_eval.constants.model_config", _stand_in_model_config())
         import importlib
 
-        return importlib.import_module("bfcl_eval.eval_checker.ast_eval.ast_checker")
+        module = importlib.import_module(CHECKER_MODULE)
+    # The checker must be the pinned install's, reading the stand-in (not a bfcl_eval found elsewhere first).
+    if CHECKER_MODEL not in getattr(stand_in, "MODEL_CONFIG_MAPPING", {}) or not Path(
+        str(module.__file__)
+    ).is_relative_to(package_dir()):
+        raise BfclUnavailable(f"bfcl_eval was imported from {module.__file__}, not from {package_dir()}: {_fix()}")
+    return module
 
 
 def python_language() -> Any:

@@ -221,7 +221,13 @@ class SuiteError(ValueError):
 
 
 def parse_suite(data: Any, path: Path) -> Suite:
-    """A suite from its file's data (`path` names it in errors); an MCP suite's tools are not listed yet."""
+    """A suite from its file's data (`path` names it in errors); an MCP suite's tools are not listed yet. A file
+    never declares benchmark cases: those come from the benchmark's own data (runner/suites/bfclcases.py)."""
+    seeds = data.get("seeds") if isinstance(data, dict) else None
+    if isinstance(data, dict) and (
+        "benchmark" in data or any(isinstance(seed, dict) and "bfcl" in seed for seed in seeds or [])
+    ):
+        raise SuiteError(f"{path}: invalid suite: `benchmark` and `bfcl` cases come from the bfcl suite only")
     try:
         return Suite.model_validate(data)
     except ValidationError as exc:

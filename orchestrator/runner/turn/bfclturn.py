@@ -2,9 +2,9 @@
 
 - Tools: where they travel as tools (native, native+hint in `tools=`; raw-template through the model's own
   template) they are what BFCL's chat `tools=` handler sends: its Python-syntax note, its type mapping and `.`
-  in names as `_` (runner/suites/bfclpackage.py `fc_tools`, BFCL's own code). Where only the project's prompt
-  describes them (text-tools, constrained) they keep their original names. A call under either spelling is
-  read as that tool (`read_tools`), and scored under BFCL's name.
+  in names as `_` (runner/suites/bfclpackage.py `fc_tools`, BFCL's own code). The project's prompts
+  (native+hint's hint, text-tools, constrained) describe them under their original names. A call under either
+  spelling is read as that tool (`read_tools`), and scored under BFCL's name.
 - Messages: the case's own messages (a live case may bring a system message); a mode with a prompt template
   renders it over the case's system text, or over nothing.
 - The case ends after the first answer (`first_answer`), like the model channel; every record of it (failed
@@ -23,7 +23,7 @@ from orchestrator.core.chattemplate import TemplateError
 from orchestrator.core.modes import mode_of
 from orchestrator.core.types import UNRAN_SEED_ENDS, SeedEnd, ToolsMode, TurnRecord
 from orchestrator.runner.suites.bfclcheck import turn_verdict
-from orchestrator.runner.suites.bfclpackage import BFCL_VERSION, fc_tools
+from orchestrator.runner.suites.bfclpackage import BFCL_VERSION, CHECKER_MODULE, fc_tools
 from orchestrator.runner.suites.tasks import Suite
 from orchestrator.runner.turn.agent import SeedContext, answer_turn, finish_seed, payload_for, template_failure
 from orchestrator.runner.turn.prompts import build_request, system_text
@@ -39,8 +39,11 @@ def offers_fc_names(mode: ToolsMode) -> bool:
 
 def case_tools(case: BfclCase, mode: ToolsMode) -> list[dict[str, Any]]:
     tools = fc_tools(case.function, case.category)
-    if offers_fc_names(mode):
-        return tools
+    return tools if offers_fc_names(mode) else original_named(case, tools)
+
+
+def original_named(case: BfclCase, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tools under the case's own function names (as the project's prompts describe them)."""
     originals = {fc_name(str(f["name"])): str(f["name"]) for f in case.function}
     return [_renamed(tool, originals.get(tool["function"]["name"], tool["function"]["name"])) for tool in tools]
 
@@ -65,7 +68,8 @@ def case_messages(mode: ToolsMode, case: BfclCase, tools: list[dict[str, Any]]) 
     if mode_of(mode).system_template is None:
         return [dict(message) for message in case.question]
     rest = [dict(message) for message in case.question if message.get("role") != "system"]
-    return [{"role": "system", "content": system_text(mode, case.system_text or "", tools)}, *rest]
+    described = original_named(case, tools)  # the prompt names each function as the case does (native+hint too)
+    return [{"role": "system", "content": system_text(mode, case.system_text or "", described)}, *rest]
 
 
 def bfcl_cell_record(mode: ToolsMode, resolved: Mapping[str, Suite]) -> dict[str, Any]:
@@ -74,7 +78,7 @@ def bfcl_cell_record(mode: ToolsMode, resolved: Mapping[str, Suite]) -> dict[str
     return {
         "package": suite.benchmark if suite is not None else f"bfcl-eval=={BFCL_VERSION}",
         "names": "fc" if offers_fc_names(mode) else "original",
-        "checker": "bfcl_eval.eval_checker.ast_eval.ast_checker.ast_checker",
+        "checker": f"{CHECKER_MODULE}.ast_checker",
     }
 
 
@@ -82,7 +86,7 @@ def with_verdicts(case: BfclCase, record: Record) -> Record:
     """`record`, with BFCL's verdict put on every record before it is written."""
 
     def judged(turn: TurnRecord) -> None:
-        verdict = turn_verdict(case, turn.outcome, turn.calls, turn.text_calls)
+        verdict = turn_verdict(case, turn.tools_mode, turn)
         record(turn.model_copy(update={"category": case.category, "bfcl": verdict}))
 
     return judged
@@ -104,7 +108,7 @@ def run_bfcl_case(ctx: SeedContext, record: Record, heartbeat: Callable[[str], N
             return finish_seed(judged, template_failure(ctx, 0, exc), SeedEnd.TEMPLATE_ERROR)
         last, _verdict, end = answer_turn(ctx, client, request, payload_for(ctx, request), 0, heartbeat, judged, cache)
     final = finish_seed(judged, last, end if end in UNRAN_SEED_ENDS else SeedEnd.FIRST_ANSWER)
-    verdict = turn_verdict(case, final.outcome, final.calls, final.text_calls)
+    verdict = turn_verdict(case, final.tools_mode, final)
     return final.model_copy(update={"category": case.category, "bfcl": verdict})
 
 
