@@ -15,14 +15,22 @@ import numpy as np
 import pytest
 
 from orchestrator.analysis.report.bfclreport import cell_table, subscore_table
+from orchestrator.analysis.triage.triage import CellFacts, _peers
 from orchestrator.core.bfcl import AST_CATEGORIES, UNPASSABLE, fc_name, selection_key, subscores
 from orchestrator.core.labelling import label_turn
 from orchestrator.core.stats import DEFAULT_BOOTSTRAP
 from orchestrator.core.types import Outcome, ParsedCall, ToolsMode
 from orchestrator.runner.config.matrix import Matrix, expand
-from orchestrator.runner.suites.bfclcases import package_cases, select
+from orchestrator.runner.suites.bfclcases import (
+    package_cases,
+    provenance_record,
+    select,
+    snapshot_bytes,
+    snapshot_cases,
+)
 from orchestrator.runner.suites.bfclcheck import check_calls, turn_verdict
-from orchestrator.runner.suites.bfclpackage import package_dir
+from orchestrator.runner.suites.bfclpackage import data_file, package_dir, sha256_of
+from orchestrator.runner.suites.tasks import SuiteError, parse_suite
 from orchestrator.runner.turn.bfclturn import case_messages, case_tools, read_tools
 from orchestrator.serving.registry import load_stack
 from tests.cliinprocess import orchestrate
@@ -346,7 +354,7 @@ def test_each_category_is_a_cell_and_other_suites_keep_their_cell_ids() -> None:
         ({"categories": None}, "bfcl needs `categories`"),
         ({"categories": ["multiple", "multiple"]}, "a category is listed twice"),
         ({"seeds": ["simple_python_0"], "count": None}, "not by `seeds`"),
-        ({"count": "some"}, "count"),
+        ({"count": "some"}, "count\n  Input should be a valid integer"),
     ],
 )
 def test_bad_bfcl_task_entries_are_one_clear_error(change: dict[str, Any], message: str) -> None:
@@ -362,3 +370,98 @@ def test_categories_and_count_all_belong_to_bfcl_only_and_channels_refuse_it() -
     with pytest.raises(ValueError, match="scored by its own checker"):
         Matrix.model_validate({**_matrix(), "channels": ["model"]})
     assert np.isclose(len(Matrix.model_validate(_matrix(count="all")).suites()["bfcl"].seeds), 400 + 240)
+
+
+def test_in_native_hint_a_call_read_from_the_text_is_no_call_served_only_said() -> None:
+    case = _case("simple_python", "simple_python_1")
+    tools = read_tools(case, case_tools(case, ToolsMode.NATIVE_HINT))
+    text = '{"name": "math.factorial", "arguments": {"number": 5}}'
+    verdict = label_turn(**LLAMACPP.signatures(), mode="native+hint", tools=tools, http_status=200,
+                         body=_tool_call_body("", {}, content=text))  # fmt: skip
+    assert verdict.outcome is Outcome.VALID_CALL and verdict.calls  # the mode's label reads it from the text
+    judged = turn_verdict(case, "native+hint", verdict)
+    assert (judged.valid, judged.valid_as_said) == (False, True)  # the stack delivered no tool_calls
+    delivered = label_turn(**LLAMACPP.signatures(), mode="native+hint", tools=tools, http_status=200,
+                           body=_tool_call_body("math_factorial", {"number": 5}))  # fmt: skip
+    judged = turn_verdict(case, "native+hint", delivered)
+    assert (judged.valid, judged.valid_as_said) == (True, True)
+    hinted = case_messages(ToolsMode.NATIVE_HINT, case, case_tools(case, ToolsMode.NATIVE_HINT))
+    assert "math.factorial" in hinted[0]["content"] and "math_factorial" not in hinted[0]["content"]
+
+
+def test_an_empty_answer_has_no_verdict_and_the_table_says_why() -> None:
+    case = _case("simple_python", "simple_python_1")
+    tools = read_tools(case, case_tools(case, ToolsMode.NATIVE))
+    empty = {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "tool_calls"}]}
+    verdict = label_turn(**LLAMACPP.signatures(), mode="native", tools=tools, http_status=200, body=empty)
+    assert verdict.outcome is Outcome.NON_RESPONSE
+    assert turn_verdict(case, "native", verdict).valid is None
+    turns = [_turn("s0", True, True, category="simple_python"), _turn("s1", None, None, outcome="non_response",
+             category="simple_python")]  # fmt: skip
+    turns[1]["detail"] = verdict.detail
+    cells = {"c": {"category": "simple_python", "stack_label": "s", "model": "m", "tools_mode": "native"}}
+    row = cell_table(cells, {"c": turns}, DEFAULT_BOOTSTRAP).iloc[0]
+    assert (row["n_verdict"], row["n_no_verdict"], row["no_verdict"]) == (1, 1, f"{verdict.detail} 1")
+
+
+def test_subscores_never_mix_two_samples_of_one_category() -> None:
+    cells, counted = {}, {}
+    for sample, valid in ((0, False), (1, True)):
+        cell_id = "s__m__native" + (f"__sample-{sample}" if sample else "") + "__bfcl-simple_python"
+        cells[cell_id] = {"category": "simple_python", "stack_label": "s", "model": "m", "tools_mode": "native",
+                          "order": sample}  # fmt: skip
+        counted[cell_id] = [{**_turn("x", valid, valid, category="simple_python"), "cell_id": cell_id}]
+    table = subscore_table(cell_table(cells, counted, DEFAULT_BOOTSTRAP))
+    assert sorted(zip(table["variant"], table["served"], strict=True)) == [
+        ("s__m__native", 0.0), ("s__m__native__sample-1", 1.0)
+    ]
+
+
+def test_a_verdict_of_another_category_or_incoherent_is_refused() -> None:
+    turn = _turn("s0", True, True, category="irrelevance")
+    cells = {"c": {"category": "simple_python", "stack_label": "s", "model": "m", "tools_mode": "native"}}
+    with pytest.raises(ValueError, match="its verdict names case 's0' of 'irrelevance'"):
+        cell_table(cells, {"c": [turn]}, DEFAULT_BOOTSTRAP)
+    for bad in ({"valid": True, "valid_as_said": None}, {"valid": True, "error_type": "x"}):
+        broken = _turn("s0", True, True)
+        broken["bfcl"].update(bad)
+        with pytest.raises(ValueError, match="is no BFCL verdict"):
+            cell_table({"c": {**cells["c"], "category": "irrelevance"}}, {"c": [broken]}, DEFAULT_BOOTSTRAP)
+
+
+def test_a_run_snapshot_is_read_only_when_its_sha256_is_the_recorded_one(tmp_path: Path) -> None:
+    cases = select(package_cases("irrelevance"), 3)
+    raw = snapshot_bytes(cases)
+    (tmp_path / "bfcl").mkdir()
+    (tmp_path / "bfcl" / "cases.jsonl").write_bytes(raw)
+    recorded = {"bfcl": provenance_record(cases, raw)}
+    assert snapshot_cases(tmp_path, recorded) == cases
+    assert recorded["bfcl"]["data"] == {"BFCL_v4_irrelevance.json": sha256_of(data_file("irrelevance"))}
+    (tmp_path / "bfcl" / "cases.jsonl").write_bytes(raw.replace(b"irrelevance_", b"irrelevance-", 1))
+    with pytest.raises(SuiteError, match=r"bfcl/cases.jsonl: not the BFCL cases this run recorded \(sha256"):
+        snapshot_cases(tmp_path, recorded)
+    for provenance in ({}, {"bfcl": "x"}, {"bfcl": {"snapshot": ["x"]}}):
+        with pytest.raises(SuiteError, match="records no sha256 for it"):
+            snapshot_cases(tmp_path, provenance)
+    (tmp_path / "bfcl" / "cases.jsonl").unlink()
+    with pytest.raises(SuiteError, match="the run's BFCL cases cannot be read"):
+        snapshot_cases(tmp_path, recorded)
+
+
+def test_a_suite_file_cannot_declare_benchmark_cases(tmp_path: Path) -> None:
+    for data in ({"suite": "x", "benchmark": "bfcl-eval==1"}, {"suite": "x", "seeds": [{"id": "a", "bfcl": {}}]}):
+        with pytest.raises(SuiteError, match="come from the bfcl suite only"):
+            parse_suite(data, tmp_path / "x.yaml")
+
+
+def test_triage_peers_of_a_bfcl_cell_share_its_category() -> None:
+    def facts(cell_id: str, stack: str, category: str | None) -> CellFacts:
+        config = {"cell_id": cell_id, "model": "m", "tools_mode": "native", "stack_label": stack, "stack": stack,
+                  "category": category}  # fmt: skip
+        return CellFacts(config, {}, [])
+
+    everything = {f.config["cell_id"]: f for f in (
+        facts("a1", "a", "simple_python"), facts("b1", "b", "simple_python"), facts("b2", "b", "irrelevance"),
+        facts("b3", "b", None))}  # fmt: skip
+    assert [p.config["cell_id"] for p in _peers(everything["a1"], everything)] == ["b1"]
+    assert [p.config["cell_id"] for p in _peers(everything["b3"], everything)] == []

@@ -138,9 +138,9 @@ def snapshot_cases(run_dir: Path, recorded: Mapping[str, Any]) -> list[BfclCase]
     actual = hashlib.sha256(raw).hexdigest()
     if expected != actual:
         why = (
-            "the manifest records none"
-            if not expected
-            else f"sha256 {actual[:12]}…, the manifest records {expected[:12]}…"
+            f"sha256 {actual[:12]}…, the manifest records {expected[:12]}…"
+            if isinstance(expected, str)
+            else f"manifest.json provenance.{PROVENANCE_KEY}.snapshot records no sha256 for it"
         )
         raise SuiteError(f"{path}: not the BFCL cases this run recorded ({why}): refused")
     try:
